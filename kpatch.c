@@ -1,0 +1,1533 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * kpatch: replace whole kernel functions in a running kernel
+ *
+ * A patch is a set of (old function, new function) pairs that take effect
+ * together.  Patches come from two places: a patch module calling
+ * kpatch_register() (see kpatch.h), or a command written to
+ * /sys/kernel/debug/kpatch/control.  Either way the update is the same:
+ *
+ *  1. Outside stop_machine(): resolve and check every address through
+ *     kallsyms, pin the modules involved, add the new call sites to the
+ *     ftrace filter, and build a sorted table of the code ranges that no
+ *     task may be executing for the update to be safe.
+ *  2. Inside stop_machine(): walk the stack of every task and look each
+ *     return address up in that table.  If none is found, publish the new
+ *     function table; otherwise change nothing and fail with -EBUSY.
+ *  3. After it: wait for NMIs that may still look at the old table, then
+ *     free what was removed and drop ftrace sites that no patch uses.
+ *
+ * Calls to a patched function enter ftrace at its fentry call; the ftrace
+ * handler looks the function up and rewrites the saved instruction pointer
+ * so that ftrace "returns" into the newest replacement instead.
+ *
+ * The file reads top to bottom: types and state, the function table, the
+ * stack check, the ftrace redirect, register/unregister, the debugfs and
+ * sysfs interface, init/exit.
+ *
+ * Based on the kpatch core module by Seth Jennings and Josh Poimboeuf.
+ */
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/bsearch.h>
+#include <linux/capability.h>
+#include <linux/ctype.h>
+#include <linux/debugfs.h>
+#include <linux/ftrace.h>
+#include <linux/hashtable.h>
+#include <linux/kallsyms.h>
+#include <linux/kobject.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/sched/signal.h>
+#include <linux/sched/task.h>
+#include <linux/sched/task_stack.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/sort.h>
+#include <linux/stop_machine.h>
+#include <linux/string.h>
+#include <linux/uaccess.h>
+#include <asm/ibt.h>
+#include <asm/nops.h>
+#include <asm/pgtable.h>
+#include <asm/text-patching.h>
+#include <asm/unwind.h>
+
+#include "kpatch.h"
+
+/*
+ * What the kernel must provide.  Each of these is needed by a step above;
+ * failing here is kinder than a module that loads and then cannot patch.
+ */
+#ifndef CONFIG_X86_64
+#error "kpatch needs x86_64: it walks stacks with the x86 unwinder"
+#endif
+#ifndef CONFIG_DYNAMIC_FTRACE
+#error "kpatch needs CONFIG_DYNAMIC_FTRACE to redirect functions"
+#endif
+#if !defined(CONFIG_DYNAMIC_FTRACE_WITH_ARGS) && \
+	!defined(CONFIG_DYNAMIC_FTRACE_WITH_REGS)
+#error "kpatch needs DYNAMIC_FTRACE_WITH_ARGS or _WITH_REGS to set the return address"
+#endif
+#ifndef CONFIG_HAVE_FENTRY
+#error "kpatch needs fentry (-mfentry): the ftrace call must come first in every function"
+#endif
+#if !defined(CONFIG_UNWINDER_ORC) && !defined(CONFIG_UNWINDER_FRAME_POINTER)
+#error "kpatch needs the ORC or frame pointer unwinder to check stacks"
+#endif
+#ifndef CONFIG_HAVE_RELIABLE_STACKTRACE
+#error "kpatch needs reliable stack traces (CONFIG_HAVE_RELIABLE_STACKTRACE)"
+#endif
+#ifndef CONFIG_KALLSYMS
+#error "kpatch needs CONFIG_KALLSYMS to check addresses"
+#endif
+#ifndef CONFIG_DEBUG_FS
+#error "kpatch needs CONFIG_DEBUG_FS for its control file"
+#endif
+#ifndef CONFIG_SYSFS
+#error "kpatch needs CONFIG_SYSFS for /sys/kernel/kpatch"
+#endif
+
+/* Longest patch name, and longest command accepted by the control file. */
+#define KPATCH_NAME_MAX		63
+#define KPATCH_CMD_MAX		4096
+
+/* ------------------------------------------------------------------------
+ * Types and state
+ */
+
+/*
+ * kpatch_mutex serialises every update and every process-context reader of
+ * the patch list and the function table.  The function table is only ever
+ * written inside stop_machine() called with this mutex held, so a holder of
+ * the mutex sees a table that nobody else can change.
+ */
+static DEFINE_MUTEX(kpatch_mutex);
+
+/* Enabled patches, oldest first.  Protected by kpatch_mutex. */
+static LIST_HEAD(kpatch_patches);
+
+/*
+ * The function table: every enabled kpatch_func, hashed by ftrace location.
+ * Entries for the same function are chained newest first, so the first
+ * match is the one that runs.  Writers: only the stop_machine() callback.
+ * Readers: the ftrace handler, in any context including NMI (see the state
+ * machine below), and holders of kpatch_mutex.
+ */
+#define KPATCH_HASH_BITS	10
+static DEFINE_HASHTABLE(kpatch_func_hash, KPATCH_HASH_BITS);
+
+/*
+ * The state machine that keeps the ftrace handler consistent while the
+ * table changes under it.
+ *
+ *         +-----------------------------------------------------+
+ *         |                                                     |
+ *         |                                                     +
+ *         v                                     +---> KPATCH_STATE_SUCCESS
+ * KPATCH_STATE_IDLE +---> KPATCH_STATE_UPDATING |
+ *         ^                                     +---> KPATCH_STATE_FAILURE
+ *         |                                                     +
+ *         |                                                     |
+ *         +-----------------------------------------------------+
+ *
+ * Outside stop_machine() the table cannot change under a caller of a
+ * patched function: the only writer is the stop_machine() callback, and
+ * stop_machine() cannot start while any CPU is inside the (preemption
+ * disabled) ftrace handler.  Inside it, two kinds of caller can still run
+ * concurrently with the writer: NMIs on any CPU, and the functions the
+ * other CPUs call while they spin in the stop_machine() loop.  Both came
+ * into being after the writer left IDLE (the state is set before
+ * stop_machine() wakes the CPUs), so both see a state other than IDLE.
+ *
+ * KPATCH_STATE_IDLE: no update is in progress.  The table is consistent and
+ * the first entry for a function is the one that runs; func->op is ignored.
+ *
+ * KPATCH_STATE_UPDATING: an update is in progress and may have published
+ * part of its entries.  A caller that finds this state moves it to FAILURE
+ * (and records which function it called), which makes the update roll back:
+ * the caller is proof that a patched function ran during the update, the
+ * same thing the stack check refuses.
+ *
+ * KPATCH_STATE_FAILURE: the update will not take effect.  Entries with
+ * op == KPATCH_OP_PATCH are skipped; entries being removed (KPATCH_OP_UNPATCH)
+ * are still in the table and still count.  Every caller sees the old version.
+ *
+ * KPATCH_STATE_SUCCESS: the update has published all its entries and wins.
+ * Entries with op == KPATCH_OP_UNPATCH are skipped even before they are
+ * unlinked.  Every caller sees the new version.
+ *
+ * After stop_machine() the writer returns to IDLE, then waits with
+ * synchronize_rcu() for callers (NMIs) that read the state before that,
+ * and only then clears func->op and frees unlinked entries.
+ */
+enum {
+	KPATCH_STATE_IDLE,
+	KPATCH_STATE_UPDATING,
+	KPATCH_STATE_SUCCESS,
+	KPATCH_STATE_FAILURE,
+};
+
+static atomic_t kpatch_state = ATOMIC_INIT(KPATCH_STATE_IDLE);
+
+/* The function whose call moved UPDATING to FAILURE, for the log. */
+static unsigned long kpatch_failed_ip;
+
+static struct kobject *kpatch_root_kobj;
+struct kobject *kpatch_patches_kobj;
+EXPORT_SYMBOL_GPL(kpatch_patches_kobj);
+
+static struct dentry *kpatch_debugfs_dir;
+
+/* A code range [start, end) that must not be on any stack. */
+struct kpatch_range {
+	unsigned long start;
+	unsigned long end;
+};
+
+/* Why the stack check refused an update. */
+enum kpatch_refusal {
+	KPATCH_OK,
+	KPATCH_BUSY,		/* an affected function is on a stack */
+	KPATCH_UNRELIABLE,	/* a stack could not be walked reliably */
+	KPATCH_RAN,		/* a patched function ran during the update */
+};
+
+/*
+ * One update, as handed to the stop_machine() callback.  Everything in it
+ * is prepared beforehand; the callback only checks stacks and relinks.
+ */
+struct kpatch_update {
+	const char *verb;		/* "patch", "replace" or "unpatch" */
+	struct kpatch_module *add;	/* patch to publish, or NULL */
+	struct kpatch_module *remove;	/* patch to take out, or NULL */
+	bool replace;			/* also take out every other patch */
+	struct kpatch_range *ranges;	/* sorted, disjoint */
+	unsigned int nr_ranges;
+
+	/* Filled in by the callback when it refuses. */
+	enum kpatch_refusal refusal;
+	unsigned long busy_addr;
+	pid_t busy_pid;
+	char busy_comm[TASK_COMM_LEN];
+};
+
+/* ------------------------------------------------------------------------
+ * The function table
+ */
+
+/*
+ * Find the entry that runs for a call of @ip, given the @state read by the
+ * caller.  Runs in the ftrace handler, in any context: notrace, lockless.
+ */
+static struct kpatch_func *notrace kpatch_find_func(unsigned long ip, int state)
+{
+	struct kpatch_func *func;
+
+	hash_for_each_possible_rcu_notrace(kpatch_func_hash, func, node, ip) {
+		if (func->ip != ip)
+			continue;
+		if (state == KPATCH_STATE_FAILURE && func->op == KPATCH_OP_PATCH)
+			continue;
+		if (state == KPATCH_STATE_SUCCESS && func->op == KPATCH_OP_UNPATCH)
+			continue;
+		return func;
+	}
+	return NULL;
+}
+
+/* The entry that currently runs for @ip.  Caller holds kpatch_mutex. */
+static struct kpatch_func *kpatch_top_func(unsigned long ip)
+{
+	struct kpatch_func *func;
+
+	lockdep_assert_held(&kpatch_mutex);
+	hash_for_each_possible(kpatch_func_hash, func, node, ip)
+		if (func->ip == ip)
+			return func;
+	return NULL;
+}
+
+static struct kpatch_module *kpatch_find_patch(const char *name)
+{
+	struct kpatch_module *kpmod;
+
+	list_for_each_entry(kpmod, &kpatch_patches, list)
+		if (!strcmp(kpmod->name, name))
+			return kpmod;
+	return NULL;
+}
+
+/* Is @addr the start of an old or new function of any enabled patch? */
+static bool kpatch_in_table(unsigned long addr, bool as_old, bool replace)
+{
+	struct kpatch_module *kpmod;
+	int i;
+
+	if (replace)	/* every enabled patch is about to go */
+		return false;
+	list_for_each_entry(kpmod, &kpatch_patches, list)
+		for (i = 0; i < kpmod->num_funcs; i++)
+			if (addr == (as_old ? kpmod->funcs[i].old_addr :
+					      kpmod->funcs[i].new_addr))
+				return true;
+	return false;
+}
+
+/* ------------------------------------------------------------------------
+ * The stack check
+ */
+
+static int kpatch_cmp_range(const void *a, const void *b)
+{
+	const struct kpatch_range *ra = a, *rb = b;
+
+	if (ra->start != rb->start)
+		return ra->start < rb->start ? -1 : 1;
+	return 0;
+}
+
+static void kpatch_add_range(struct kpatch_update *upd, unsigned long start,
+			     unsigned long size)
+{
+	upd->ranges[upd->nr_ranges].start = start;
+	upd->ranges[upd->nr_ranges].end = start + size;
+	upd->nr_ranges++;
+}
+
+/*
+ * Build the table of code that must not be running for @upd to be safe:
+ * for every function whose visible version the update changes, the code
+ * that runs for it now.  That is the old function itself when it is not
+ * patched yet, or the new function of the entry on top of its stack.
+ * Removing an entry that is not on top changes nothing visible and needs
+ * no check.  Done before stop_machine(), under kpatch_mutex, so the table
+ * cannot change between here and the callback.
+ */
+static int kpatch_build_ranges(struct kpatch_update *upd)
+{
+	struct kpatch_module *kpmod;
+	struct kpatch_func *func, *top;
+	unsigned int max = 0, i, n;
+
+	if (upd->add)
+		max += upd->add->num_funcs;
+	if (upd->remove)
+		max += upd->remove->num_funcs;
+	if (upd->replace)
+		list_for_each_entry(kpmod, &kpatch_patches, list)
+			max += kpmod->num_funcs;
+
+	upd->ranges = kmalloc_array(max ?: 1, sizeof(*upd->ranges), GFP_KERNEL);
+	if (!upd->ranges)
+		return -ENOMEM;
+	upd->nr_ranges = 0;
+
+	for (i = 0; upd->add && i < upd->add->num_funcs; i++) {
+		func = &upd->add->funcs[i];
+		top = kpatch_top_func(func->ip);
+		if (top)
+			kpatch_add_range(upd, top->new_addr, top->new_size);
+		else
+			kpatch_add_range(upd, func->old_addr, func->old_size);
+	}
+	for (i = 0; upd->remove && i < upd->remove->num_funcs; i++) {
+		func = &upd->remove->funcs[i];
+		if (kpatch_top_func(func->ip) == func)
+			kpatch_add_range(upd, func->new_addr, func->new_size);
+	}
+	if (upd->replace) {
+		list_for_each_entry(kpmod, &kpatch_patches, list) {
+			for (i = 0; i < kpmod->num_funcs; i++) {
+				func = &kpmod->funcs[i];
+				if (kpatch_top_func(func->ip) == func)
+					kpatch_add_range(upd, func->new_addr,
+							 func->new_size);
+			}
+		}
+	}
+
+	/* Sort and merge, so that one binary search answers each address. */
+	sort(upd->ranges, upd->nr_ranges, sizeof(*upd->ranges),
+	     kpatch_cmp_range, NULL);
+	for (i = 1, n = upd->nr_ranges ? 1 : 0; i < upd->nr_ranges; i++) {
+		struct kpatch_range *last = &upd->ranges[n - 1];
+
+		if (upd->ranges[i].start <= last->end)
+			last->end = max(last->end, upd->ranges[i].end);
+		else
+			upd->ranges[n++] = upd->ranges[i];
+	}
+	upd->nr_ranges = n;
+	return 0;
+}
+
+static bool kpatch_in_ranges(const struct kpatch_update *upd,
+			     unsigned long addr)
+{
+	unsigned int lo = 0, hi = upd->nr_ranges;
+
+	while (lo < hi) {
+		unsigned int mid = lo + (hi - lo) / 2;
+
+		if (addr < upd->ranges[mid].start)
+			hi = mid;
+		else if (addr >= upd->ranges[mid].end)
+			lo = mid + 1;
+		else
+			return true;
+	}
+	return false;
+}
+
+static void kpatch_refuse(struct kpatch_update *upd, enum kpatch_refusal why,
+			  struct task_struct *task, unsigned long addr)
+{
+	upd->refusal = why;
+	upd->busy_addr = addr;
+	upd->busy_pid = task->pid;
+	strscpy(upd->busy_comm, task->comm, sizeof(upd->busy_comm));
+}
+
+/*
+ * Check one task's stack.  Called from the stop_machine() callback, so the
+ * task is not running (see below for the exceptions) and its stack cannot
+ * change.  The walk follows the reliable-stacktrace rules of the x86 arch
+ * code: a user-mode register frame ends a task's kernel stack; any unwinder
+ * error, or a return address outside known text, makes the stack unreliable.
+ */
+static int kpatch_check_task(struct task_struct *task,
+			     struct kpatch_update *upd)
+{
+	struct unwind_state state;
+	struct pt_regs *regs;
+	unsigned long addr;
+
+	/*
+	 * Every online CPU other than this one is running its stopper thread
+	 * in the stop_machine() loop with interrupts off, so a task that is
+	 * on a CPU and is not current is one of those threads.  Its stack is
+	 * live and cannot be walked, but it is the same call chain as
+	 * current's down to multi_cpu_stop(), which is walked.  The functions
+	 * that loop calls are covered by the state machine: calling a patched
+	 * one during the update forces KPATCH_STATE_FAILURE.
+	 */
+	if (task != current && READ_ONCE(task->on_cpu)) {
+		WARN_ON_ONCE(!(task->flags & PF_KTHREAD));
+		return 0;
+	}
+
+	/*
+	 * A task that has exited for good has no stack left (and nothing on
+	 * it).  Nobody can drop or take a stack reference while we run.
+	 */
+	if (!task_stack_page(task) || !refcount_read(&task->stack_refcount))
+		return 0;
+
+	for (unwind_start(&state, task, NULL, NULL);
+	     !unwind_done(&state) && !unwind_error(&state);
+	     unwind_next_frame(&state)) {
+		regs = unwind_get_entry_regs(&state, NULL);
+		if (regs) {
+			if (user_mode(regs))
+				return 0;
+			/*
+			 * An in-kernel interrupt frame: ORC unwinds through it
+			 * reliably, frame pointers do not.
+			 */
+			if (IS_ENABLED(CONFIG_FRAME_POINTER)) {
+				kpatch_refuse(upd, KPATCH_UNRELIABLE, task, 0);
+				return -EBUSY;
+			}
+		}
+		addr = unwind_get_return_address(&state);
+		if (!addr) {
+			kpatch_refuse(upd, KPATCH_UNRELIABLE, task, 0);
+			return -EBUSY;
+		}
+		if (kpatch_in_ranges(upd, addr)) {
+			kpatch_refuse(upd, KPATCH_BUSY, task, addr);
+			return -EBUSY;
+		}
+	}
+	if (unwind_error(&state)) {
+		kpatch_refuse(upd, KPATCH_UNRELIABLE, task, 0);
+		return -EBUSY;
+	}
+	return 0;
+}
+
+/*
+ * The activeness safety check: no task may be executing, or be about to
+ * return into, code that the update makes unreachable.
+ *
+ * Called from the stop_machine() callback.  The task list cannot change:
+ * it is only modified under tasklist_lock with interrupts disabled, and
+ * every CPU is in the stop_machine() loop with interrupts disabled, so no
+ * such section is in progress.  The idle tasks are not on the task list.
+ * init_task (the boot CPU's idle task) is checked; the other online CPUs'
+ * idle tasks are not reachable through exported symbols, but each of them
+ * is parked in the same idle-loop call chain as init_task, so checking
+ * init_task covers those functions.  CPUs that are offline are not covered
+ * (see Documentation.txt).
+ */
+static int kpatch_check_stacks(struct kpatch_update *upd)
+{
+	struct task_struct *g, *t;
+	int ret = 0;
+
+	if (!upd->nr_ranges)
+		return 0;
+
+	rcu_read_lock();
+	for_each_process_thread(g, t) {
+		ret = kpatch_check_task(t, upd);
+		if (ret)
+			goto out;
+	}
+	ret = kpatch_check_task(&init_task, upd);
+out:
+	rcu_read_unlock();
+	return ret;
+}
+
+/* ------------------------------------------------------------------------
+ * The ftrace redirect
+ */
+
+/*
+ * Set the state to SUCCESS or FAILURE if it is UPDATING, and return the
+ * resulting state.  A caller of a patched function (@ip != 0) that makes
+ * the transition to FAILURE records its function for the log.
+ */
+static int notrace kpatch_state_finish(int state, unsigned long ip)
+{
+	int old = atomic_cmpxchg(&kpatch_state, KPATCH_STATE_UPDATING, state);
+
+	if (old != KPATCH_STATE_UPDATING)
+		return old;
+	if (state == KPATCH_STATE_FAILURE && ip)
+		WRITE_ONCE(kpatch_failed_ip, ip);
+	return state;
+}
+
+#ifdef ftrace_regs_set_instruction_pointer
+/* Newer kernels (6.12 here): ftrace_regs is opaque, set through accessors. */
+#define kpatch_set_ip(fregs, addr) ftrace_regs_set_instruction_pointer(fregs, addr)
+#elif defined(CONFIG_DYNAMIC_FTRACE_WITH_ARGS)
+/* 6.1: the same accessor under its older name. */
+#define kpatch_set_ip(fregs, addr) ftrace_instruction_pointer_set(fregs, addr)
+#else
+/* Only full pt_regs are saved (FTRACE_OPS_FL_SAVE_REGS below). */
+#define kpatch_set_ip(fregs, addr) (ftrace_get_regs(fregs)->ip = (addr))
+#endif
+
+/*
+ * This is where the magic happens: called at the fentry site of every
+ * patched function, it sets the instruction pointer that ftrace returns
+ * to, so that the call continues in the newest replacement.
+ *
+ * It runs in any context, NMI included, and calls nothing traceable, so it
+ * cannot recurse: kpatch_ops leaves out FTRACE_OPS_FL_RECURSION, which would
+ * make ftrace wrap it in a recursion guard.  Disabling preemption
+ * makes it an RCU read-side section for synchronize_rcu() and keeps
+ * stop_machine() from starting on this CPU while it runs.
+ */
+static void notrace kpatch_ftrace_handler(unsigned long ip,
+					  unsigned long parent_ip,
+					  struct ftrace_ops *fops,
+					  struct ftrace_regs *fregs)
+{
+	struct kpatch_func *func;
+	int state;
+
+	preempt_disable_notrace();
+
+	state = atomic_read(&kpatch_state);
+	if (unlikely(state != KPATCH_STATE_IDLE)) {
+		state = kpatch_state_finish(KPATCH_STATE_FAILURE, ip);
+		/*
+		 * Read func->op and the table only after the state.  Pairs
+		 * with the smp_wmb() before KPATCH_STATE_UPDATING in
+		 * kpatch_run_update() and the one before KPATCH_STATE_SUCCESS
+		 * in kpatch_update_cb().
+		 */
+		smp_rmb();
+	}
+
+	func = kpatch_find_func(ip, state);
+	if (func)
+		kpatch_set_ip(fregs, func->new_addr);
+
+	preempt_enable_notrace();
+}
+
+static struct ftrace_ops kpatch_ops __read_mostly = {
+	.func	= kpatch_ftrace_handler,
+#ifdef CONFIG_DYNAMIC_FTRACE_WITH_ARGS
+	.flags	= FTRACE_OPS_FL_IPMODIFY | FTRACE_OPS_FL_PERMANENT,
+#else
+	.flags	= FTRACE_OPS_FL_IPMODIFY | FTRACE_OPS_FL_PERMANENT |
+		  FTRACE_OPS_FL_SAVE_REGS,
+#endif
+};
+
+/*
+ * Never registered: its filter is only used to ask ftrace whether an
+ * address is one of its call sites, without touching any code.
+ */
+static struct ftrace_ops kpatch_probe_ops;
+
+/*
+ * kpatch_ops stays registered from module load to unload, and an ftrace_ops
+ * with an empty filter would trace every function in the kernel.  This
+ * function, which is never called, keeps the filter non-empty, so adding
+ * and removing patched functions is always a plain filter update.
+ */
+static noinline void kpatch_ftrace_anchor(void)
+{
+	barrier();
+}
+
+/*
+ * The ftrace location of the function starting at @addr: the fentry call,
+ * which on IBT kernels comes after the ENDBR (or its sealed replacement).
+ */
+static unsigned long kpatch_ftrace_ip(unsigned long addr)
+{
+#ifdef CONFIG_X86_KERNEL_IBT
+	u32 insn;
+
+	if (!copy_from_kernel_nofault(&insn, (void *)addr, sizeof(insn)) &&
+	    is_endbr(insn))
+		return addr + ENDBR_INSN_SIZE;
+#endif
+	return addr;
+}
+
+/*
+ * Is @ip an ftrace call site?  Ask ftrace, then make sure the instruction
+ * there is what ftrace puts at its sites (a 5-byte NOP or a CALL, or the
+ * INT3 of a site being rewritten), so that @ip is the site itself and not
+ * an address inside it.
+ */
+static bool kpatch_is_ftrace_site(unsigned long ip)
+{
+	static const u8 nop5[] = { BYTES_NOP5 };
+	u8 insn[MCOUNT_INSN_SIZE];
+
+	if (ftrace_set_filter_ip(&kpatch_probe_ops, ip, 0, 1))
+		return false;
+	if (copy_from_kernel_nofault(insn, (void *)ip, sizeof(insn)))
+		return false;
+	return !memcmp(insn, nop5, sizeof(nop5)) ||
+	       insn[0] == CALL_INSN_OPCODE || insn[0] == INT3_INSN_OPCODE;
+}
+
+static int kpatch_cmp_ulong(const void *a, const void *b)
+{
+	unsigned long x = *(const unsigned long *)a;
+	unsigned long y = *(const unsigned long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Sort @ips and drop duplicates; returns the new count. */
+static unsigned int kpatch_uniq(unsigned long *ips, unsigned int n)
+{
+	unsigned int i, k;
+
+	sort(ips, n, sizeof(*ips), kpatch_cmp_ulong, NULL);
+	for (i = 1, k = n ? 1 : 0; i < n; i++)
+		if (ips[i] != ips[k - 1])
+			ips[k++] = ips[i];
+	return k;
+}
+
+/*
+ * Add the call sites of @kpmod that no enabled patch uses yet to the
+ * filter, all at once.  Until the table has an entry for them the handler
+ * finds nothing and the calls go on unchanged.  When ftrace refuses (most
+ * often -EBUSY: a kprobe with a post_handler, a live patch or another
+ * IPMODIFY user owns the function), retry one by one to name the culprit.
+ */
+static int kpatch_filter_add(struct kpatch_update *upd, unsigned long **ipsp,
+			     unsigned int *nr)
+{
+	struct kpatch_module *kpmod = upd->add;
+	unsigned long *ips;
+	unsigned int i, n = 0;
+	int ret;
+
+	ips = kmalloc_array(kpmod->num_funcs, sizeof(*ips), GFP_KERNEL);
+	if (!ips)
+		return -ENOMEM;
+	for (i = 0; i < kpmod->num_funcs; i++)
+		if (!kpatch_top_func(kpmod->funcs[i].ip))
+			ips[n++] = kpmod->funcs[i].ip;
+
+	ret = n ? ftrace_set_filter_ips(&kpatch_ops, ips, n, 0, 0) : 0;
+	if (ret) {
+		unsigned long culprit = ips[0];
+
+		for (i = 0; n > 1 && i < n; i++) {
+			if (ftrace_set_filter_ip(&kpatch_ops, ips[i], 0, 0)) {
+				culprit = ips[i];
+				break;
+			}
+			ftrace_set_filter_ip(&kpatch_ops, ips[i], 1, 0);
+		}
+		pr_err("%s '%s' refused: ftrace cannot redirect %pS (%d); is a kprobe or another live patch on it?\n",
+		       upd->verb, kpmod->name, (void *)culprit, ret);
+		kfree(ips);
+		return ret == -EBUSY ? -EBUSY : ret == -ENOMEM ? -ENOMEM : -EINVAL;
+	}
+	*ipsp = ips;
+	*nr = n;
+	return 0;
+}
+
+/* Take call sites out of the filter again. */
+static void kpatch_filter_remove(unsigned long *ips, unsigned int n)
+{
+	int ret;
+
+	if (!n)
+		return;
+	ret = ftrace_set_filter_ips(&kpatch_ops, ips, n, 1, 0);
+	WARN(ret, "kpatch: cannot remove %u functions from the ftrace filter (%d)\n",
+	     n, ret);
+}
+
+/* ------------------------------------------------------------------------
+ * Register and unregister
+ */
+
+/* Does vmlinux map @addr as executable text? */
+static bool kpatch_kernel_text(unsigned long addr)
+{
+	unsigned int level;
+	pte_t *pte = lookup_address(addr, &level);
+
+	return pte && pte_present(*pte) && pte_exec(*pte);
+}
+
+static bool kpatch_module_text(struct module *mod, unsigned long addr)
+{
+/* 6.4 split module memory by type (6.12 here); 6.1 has one core layout. */
+#ifdef for_each_mod_mem_type
+	unsigned long base = (unsigned long)mod->mem[MOD_TEXT].base;
+	unsigned long size = mod->mem[MOD_TEXT].size;
+#else
+	unsigned long base = (unsigned long)mod->core_layout.base;
+	unsigned long size = mod->core_layout.text_size;
+#endif
+
+	return addr >= base && addr < base + size;
+}
+
+/*
+ * Find the loaded module called @name and take a reference on it.  The
+ * module kset is the one our own kobject belongs to; holding the kobject
+ * keeps struct module alive until try_module_get() has decided.
+ */
+static struct module *kpatch_get_module(const char *name)
+{
+	struct kobject *kobj;
+	struct module *mod;
+
+	kobj = kset_find_obj(THIS_MODULE->mkobj.kobj.kset, name);
+	if (!kobj)
+		return NULL;
+	mod = container_of(kobj, struct module_kobject, kobj)->mod;
+	if (mod && !try_module_get(mod))
+		mod = NULL;
+	kobject_put(kobj);
+	return mod;
+}
+
+/*
+ * Check that @addr is the start of a function in vmlinux or module text,
+ * through kallsyms (sprint_symbol() prints "name+off/size [module]").
+ * Returns the function's size in *@size and, for a module function, a
+ * reference on the module in *@modp.  Logs why on failure.
+ */
+static int kpatch_resolve(const char *patch, const char *what,
+			  unsigned long addr, unsigned long *size,
+			  struct module **modp)
+{
+	char sym[KSYM_SYMBOL_LEN];
+	char *modname, *plus, *slash;
+	unsigned long offset;
+	struct module *mod;
+
+	*modp = NULL;
+	sprint_symbol(sym, addr);
+	modname = strchr(sym, ' ');
+	if (modname) {
+		*modname++ = '\0';
+		if (*modname++ != '[')
+			goto not_symbol;
+		modname[strcspn(modname, " ]")] = '\0';
+	}
+	plus = strrchr(sym, '+');
+	slash = strrchr(sym, '/');
+	if (!plus || !slash || slash < plus)
+		goto not_symbol;
+	*slash = '\0';
+	if (kstrtoul(plus + 1, 16, &offset) || kstrtoul(slash + 1, 16, size))
+		goto not_symbol;
+	*plus = '\0';
+	if (offset) {
+		pr_err("%s: %s %lx is not the start of a function (%s+%#lx)\n",
+		       patch, what, addr, sym, offset);
+		return -EINVAL;
+	}
+
+	if (!modname) {
+		if (!kpatch_kernel_text(addr))
+			goto not_text;
+		return 0;
+	}
+	mod = kpatch_get_module(modname);
+	if (!mod)
+		goto not_text;
+	if (!kpatch_module_text(mod, addr)) {
+		module_put(mod);
+		goto not_text;
+	}
+	*modp = mod;
+	return 0;
+
+not_symbol:
+	pr_err("%s: %s %lx is not a kernel function\n", patch, what, addr);
+	return -EINVAL;
+not_text:
+	pr_err("%s: %s %lx (%s) is not in kernel or module text\n",
+	       patch, what, addr, sym);
+	return -EINVAL;
+}
+
+static void kpatch_unpin(struct kpatch_module *kpmod)
+{
+	while (kpmod->num_pins)
+		module_put(kpmod->pins[--kpmod->num_pins]);
+	kfree(kpmod->pins);
+	kpmod->pins = NULL;
+}
+
+/* Resolve one function of a patch and pin the modules it lives in. */
+static int kpatch_resolve_func(struct kpatch_module *kpmod,
+			       struct kpatch_func *func)
+{
+	unsigned long size;
+	struct module *mod;
+	int ret;
+
+	ret = kpatch_resolve(kpmod->name, "old function", func->old_addr,
+			     &size, &mod);
+	if (ret)
+		return ret;
+	if (mod)
+		kpmod->pins[kpmod->num_pins++] = mod;
+	if (func->old_size && func->old_size != size) {
+		pr_err("%s: old function %pS is %#lx bytes long, not %#lx\n",
+		       kpmod->name, (void *)func->old_addr, size,
+		       func->old_size);
+		return -EINVAL;
+	}
+	func->old_size = size;
+
+	ret = kpatch_resolve(kpmod->name, "new function", func->new_addr,
+			     &size, &mod);
+	if (ret)
+		return ret;
+	if (mod)
+		kpmod->pins[kpmod->num_pins++] = mod;
+	if (func->new_size && func->new_size != size) {
+		pr_err("%s: new function %pS is %#lx bytes long, not %#lx\n",
+		       kpmod->name, (void *)func->new_addr, size,
+		       func->new_size);
+		return -EINVAL;
+	}
+	func->new_size = size;
+
+	func->ip = kpatch_ftrace_ip(func->old_addr);
+	if (!kpatch_is_ftrace_site(func->ip)) {
+		pr_err("%s: old function %pS cannot be traced by ftrace\n",
+		       kpmod->name, (void *)func->old_addr);
+		return -EINVAL;
+	}
+	func->kpmod = kpmod;
+	func->op = KPATCH_OP_NONE;
+	return 0;
+}
+
+/*
+ * Check every function of @kpmod and pin what it needs: the patch module,
+ * the modules holding its old and new functions, and this module.  Also
+ * refuse what would make the redirect loop: a function may not be both an
+ * old and a new function among the enabled patches, so every redirect is
+ * exactly one hop.
+ */
+static int kpatch_prepare(struct kpatch_module *kpmod, bool replace)
+{
+	unsigned long *olds;
+	int i, ret;
+
+	kpmod->pins = kcalloc(2 * kpmod->num_funcs + 2, sizeof(*kpmod->pins),
+			      GFP_KERNEL);
+	olds = kmalloc_array(kpmod->num_funcs, sizeof(*olds), GFP_KERNEL);
+	if (!kpmod->pins || !olds) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (kpmod->mod) {
+		if (!try_module_get(kpmod->mod)) {
+			pr_err("%s: patch module is going away\n", kpmod->name);
+			ret = -ENODEV;
+			goto out;
+		}
+		kpmod->pins[kpmod->num_pins++] = kpmod->mod;
+	}
+
+	for (i = 0; i < kpmod->num_funcs; i++) {
+		ret = kpatch_resolve_func(kpmod, &kpmod->funcs[i]);
+		if (ret)
+			goto out;
+		olds[i] = kpmod->funcs[i].old_addr;
+	}
+
+	if (kpatch_uniq(olds, kpmod->num_funcs) != kpmod->num_funcs) {
+		pr_err("%s: an old function appears twice\n", kpmod->name);
+		ret = -EINVAL;
+		goto out;
+	}
+	for (i = 0; i < kpmod->num_funcs; i++) {
+		struct kpatch_func *func = &kpmod->funcs[i];
+		unsigned long new = func->new_addr;
+
+		if (bsearch(&new, olds, kpmod->num_funcs, sizeof(*olds),
+			    kpatch_cmp_ulong) ||
+		    kpatch_in_table(new, true, replace)) {
+			pr_err("%s: new function %pS is also an old function of a patch\n",
+			       kpmod->name, (void *)new);
+			ret = -EINVAL;
+			goto out;
+		}
+		if (kpatch_in_table(func->old_addr, false, replace)) {
+			pr_err("%s: old function %pS is the new function of a patch\n",
+			       kpmod->name, (void *)func->old_addr);
+			ret = -EINVAL;
+			goto out;
+		}
+	}
+
+	__module_get(THIS_MODULE);
+	kpmod->pins[kpmod->num_pins++] = THIS_MODULE;
+	ret = 0;
+out:
+	kfree(olds);
+	if (ret)
+		kpatch_unpin(kpmod);
+	return ret;
+}
+
+/*
+ * The stop_machine() callback: the only place the function table changes.
+ * Interrupts are off on every CPU; only NMIs and the stop_machine() loops
+ * of the other CPUs can call a patched function meanwhile, and they go
+ * through the state machine.
+ */
+static int kpatch_update_cb(void *data)
+{
+	struct kpatch_update *upd = data;
+	struct kpatch_module *kpmod;
+	int i, state;
+
+	if (kpatch_check_stacks(upd)) {
+		kpatch_state_finish(KPATCH_STATE_FAILURE, 0);
+		return -EBUSY;
+	}
+
+	/* Publish the new entries; hash_add_rcu() puts them first. */
+	for (i = 0; upd->add && i < upd->add->num_funcs; i++)
+		hash_add_rcu(kpatch_func_hash, &upd->add->funcs[i].node,
+			     upd->add->funcs[i].ip);
+
+	/*
+	 * All entries are in before the state says SUCCESS.  Pairs with the
+	 * smp_rmb() in kpatch_ftrace_handler().
+	 */
+	smp_wmb();
+
+	state = kpatch_state_finish(KPATCH_STATE_SUCCESS, 0);
+	if (state == KPATCH_STATE_FAILURE) {
+		/* A patched function ran meanwhile and saw the old version. */
+		for (i = 0; upd->add && i < upd->add->num_funcs; i++)
+			hash_del_rcu(&upd->add->funcs[i].node);
+		upd->refusal = KPATCH_RAN;
+		return -EBUSY;
+	}
+	WARN_ON_ONCE(state != KPATCH_STATE_SUCCESS);
+
+	/* SUCCESS makes callers skip these already; now unlink them. */
+	for (i = 0; upd->remove && i < upd->remove->num_funcs; i++)
+		hash_del_rcu(&upd->remove->funcs[i].node);
+	if (upd->replace)
+		list_for_each_entry(kpmod, &kpatch_patches, list)
+			for (i = 0; i < kpmod->num_funcs; i++)
+				hash_del_rcu(&kpmod->funcs[i].node);
+	return 0;
+}
+
+static void kpatch_set_op(struct kpatch_update *upd, enum kpatch_op add,
+			  enum kpatch_op remove)
+{
+	struct kpatch_module *kpmod;
+	int i;
+
+	for (i = 0; upd->add && i < upd->add->num_funcs; i++)
+		upd->add->funcs[i].op = add;
+	for (i = 0; upd->remove && i < upd->remove->num_funcs; i++)
+		upd->remove->funcs[i].op = remove;
+	if (upd->replace)
+		list_for_each_entry(kpmod, &kpatch_patches, list)
+			for (i = 0; i < kpmod->num_funcs; i++)
+				kpmod->funcs[i].op = remove;
+}
+
+/* Run one prepared update through the state machine and stop_machine(). */
+static int kpatch_run_update(struct kpatch_update *upd)
+{
+	const char *name = upd->add ? upd->add->name : upd->remove->name;
+	int ret, old;
+
+	kpatch_set_op(upd, KPATCH_OP_PATCH, KPATCH_OP_UNPATCH);
+	WRITE_ONCE(kpatch_failed_ip, 0);
+
+	/*
+	 * func->op is written before the state leaves IDLE.  Pairs with the
+	 * smp_rmb() in kpatch_ftrace_handler().
+	 */
+	smp_wmb();
+	old = atomic_xchg(&kpatch_state, KPATCH_STATE_UPDATING);
+	WARN_ON_ONCE(old != KPATCH_STATE_IDLE);
+
+	ret = stop_machine(kpatch_update_cb, upd, NULL);
+
+	old = atomic_xchg(&kpatch_state, KPATCH_STATE_IDLE);
+	WARN_ON_ONCE(old != KPATCH_STATE_SUCCESS && old != KPATCH_STATE_FAILURE);
+
+	/*
+	 * Callers that read a state other than IDLE may still be walking the
+	 * table and looking at func->op, or hold an entry just unlinked.  Only
+	 * NMIs can be such callers now (everybody else was excluded by
+	 * stop_machine() itself), and an NMI is an RCU read-side section.
+	 */
+	synchronize_rcu();
+	kpatch_set_op(upd, KPATCH_OP_NONE, KPATCH_OP_NONE);
+
+	switch (ret ? upd->refusal : KPATCH_OK) {
+	case KPATCH_OK:
+		break;
+	case KPATCH_BUSY:
+		pr_err("%s '%s' refused: %pS is on the stack of pid %d (%s); try again later\n",
+		       upd->verb, name, (void *)upd->busy_addr, upd->busy_pid,
+		       upd->busy_comm);
+		break;
+	case KPATCH_UNRELIABLE:
+		pr_err("%s '%s' refused: the stack of pid %d (%s) cannot be walked reliably; try again later\n",
+		       upd->verb, name, upd->busy_pid, upd->busy_comm);
+		break;
+	case KPATCH_RAN:
+		pr_err("%s '%s' refused: %pS was called during the update (NMI or stop_machine loop); rolled back\n",
+		       upd->verb, name, (void *)READ_ONCE(kpatch_failed_ip));
+		break;
+	}
+	return ret;
+}
+
+/*
+ * After an update, drop from the ftrace filter the call sites of @kpmod's
+ * functions that no entry of the table uses any more.
+ */
+static void kpatch_filter_release(struct kpatch_module *kpmod)
+{
+	unsigned long *ips;
+	unsigned int i, n = 0;
+
+	ips = kmalloc_array(kpmod->num_funcs, sizeof(*ips), GFP_KERNEL);
+	for (i = 0; i < kpmod->num_funcs; i++) {
+		unsigned long ip = kpmod->funcs[i].ip;
+
+		if (kpatch_top_func(ip))
+			continue;
+		if (ips) {
+			ips[n++] = ip;
+			continue;
+		}
+		/* No memory for a batch: one at a time. */
+		kpatch_filter_remove(&ip, 1);
+	}
+	kpatch_filter_remove(ips, n);
+	kfree(ips);
+}
+
+/* Tear down what kpatch_enable() set up for a patch that is now out. */
+static void kpatch_retire(struct kpatch_module *kpmod)
+{
+	list_del(&kpmod->list);
+	kpatch_filter_release(kpmod);
+	kobject_put(kpmod->kobj);
+	kpmod->kobj = NULL;
+	kpmod->enabled = false;
+	pr_notice("patch '%s' removed\n", kpmod->name);
+	kpatch_unpin(kpmod);
+}
+
+static void kpatch_free(struct kpatch_module *kpmod)
+{
+	kfree(kpmod->funcs);
+	kfree(kpmod->name);
+	kfree(kpmod);
+}
+
+static bool kpatch_valid_name(const char *name)
+{
+	size_t len;
+
+	for (len = 0; name[len]; len++)
+		if (!isalnum(name[len]) && name[len] != '_' && name[len] != '-')
+			return false;
+	return len >= 1 && len <= KPATCH_NAME_MAX;
+}
+
+/*
+ * Enable @kpmod, optionally replacing every other patch.  Caller holds
+ * kpatch_mutex.  On failure nothing has changed.
+ */
+static int kpatch_enable(struct kpatch_module *kpmod, bool replace)
+{
+	struct kpatch_update upd = {
+		.verb = replace ? "replace" : "patch",
+		.add = kpmod,
+		.replace = replace,
+	};
+	struct kpatch_module *old, *tmp;
+	unsigned long *ips = NULL;
+	unsigned int nr_ips = 0;
+	int ret;
+
+	lockdep_assert_held(&kpatch_mutex);
+
+	if (kpatch_find_patch(kpmod->name)) {
+		pr_err("%s '%s' refused: a patch with that name exists\n",
+		       upd.verb, kpmod->name);
+		return -EEXIST;
+	}
+
+	ret = kpatch_prepare(kpmod, replace);
+	if (ret)
+		return ret;
+
+	ret = -ENOMEM;
+	kpmod->kobj = kobject_create_and_add(kpmod->name, kpatch_patches_kobj);
+	if (!kpmod->kobj)
+		goto err_unpin;
+
+	ret = kpatch_build_ranges(&upd);
+	if (ret)
+		goto err_kobj;
+
+	ret = kpatch_filter_add(&upd, &ips, &nr_ips);
+	if (ret)
+		goto err_ranges;
+
+	ret = kpatch_run_update(&upd);
+	if (ret)
+		goto err_filter;
+
+	if (replace)
+		list_for_each_entry_safe(old, tmp, &kpatch_patches, list) {
+			kpatch_retire(old);
+			if (!old->mod)
+				kpatch_free(old);
+		}
+	list_add_tail(&kpmod->list, &kpatch_patches);
+	kpmod->enabled = true;
+
+	pr_notice_once("tainting kernel with TAINT_LIVEPATCH\n");
+	add_taint(TAINT_LIVEPATCH, LOCKDEP_STILL_OK);
+	pr_notice("patch '%s' enabled (%d functions)\n", kpmod->name,
+		  kpmod->num_funcs);
+
+	kfree(ips);
+	kfree(upd.ranges);
+	return 0;
+
+err_filter:
+	kpatch_filter_remove(ips, nr_ips);
+	kfree(ips);
+err_ranges:
+	kfree(upd.ranges);
+err_kobj:
+	kobject_put(kpmod->kobj);
+	kpmod->kobj = NULL;
+err_unpin:
+	kpatch_unpin(kpmod);
+	return ret;
+}
+
+/* Disable @kpmod.  Caller holds kpatch_mutex.  On failure nothing changed. */
+static int kpatch_disable(struct kpatch_module *kpmod)
+{
+	struct kpatch_update upd = { .verb = "unpatch", .remove = kpmod };
+	int ret;
+
+	lockdep_assert_held(&kpatch_mutex);
+
+	ret = kpatch_build_ranges(&upd);
+	if (ret)
+		return ret;
+	ret = kpatch_run_update(&upd);
+	kfree(upd.ranges);
+	if (ret)
+		return ret;
+	kpatch_retire(kpmod);
+	return 0;
+}
+
+/**
+ * kpatch_register() - enable a patch provided by a patch module
+ * @kpmod:   the patch; @kpmod->mod, ->funcs and ->num_funcs filled in, and
+ *           in each function ->old_addr and ->new_addr (sizes optional)
+ * @replace: also remove every other enabled patch, in the same step
+ *
+ * Redirects every old function of @kpmod to its new function, atomically
+ * with respect to every task: inside stop_machine(), after checking that no
+ * task has any affected function on its stack.  The patch is named after
+ * its module.  While it is enabled, the patch module, the modules holding
+ * its old and new functions, and kpatch itself cannot be unloaded.
+ *
+ * Context: process context; sleeps.
+ * Return: 0 on success; -EINVAL for a bad address, size or argument,
+ * -EEXIST when a patch of that name is enabled, -EBUSY when a function is
+ * in use or ftrace refused it, -ENODEV when @kpmod->mod is going away,
+ * -ENOMEM.  On failure nothing has changed.
+ */
+int kpatch_register(struct kpatch_module *kpmod, bool replace)
+{
+	int ret;
+
+	if (!kpmod || !kpmod->mod || !kpmod->funcs || kpmod->num_funcs <= 0)
+		return -EINVAL;
+
+	mutex_lock(&kpatch_mutex);
+	if (kpmod->enabled) {
+		ret = -EINVAL;
+		goto out;
+	}
+	kpmod->name = kpmod->mod->name;
+	INIT_LIST_HEAD(&kpmod->list);
+	ret = kpatch_enable(kpmod, replace);
+out:
+	mutex_unlock(&kpatch_mutex);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(kpatch_register);
+
+/**
+ * kpatch_unregister() - disable a patch provided by a patch module
+ * @kpmod: a patch enabled by kpatch_register()
+ *
+ * Restores the previous version of every function of @kpmod, with the same
+ * stack check as kpatch_register(), and releases its module references.
+ *
+ * Context: process context; sleeps.
+ * Return: 0 on success; -EINVAL if @kpmod is not enabled (for instance
+ * because `unpatch` or a replacing patch already removed it); -EBUSY when
+ * a function is in use; -ENOMEM.  On failure the patch stays enabled.
+ */
+int kpatch_unregister(struct kpatch_module *kpmod)
+{
+	int ret = -EINVAL;
+
+	mutex_lock(&kpatch_mutex);
+	if (kpmod && kpmod->enabled)
+		ret = kpatch_disable(kpmod);
+	mutex_unlock(&kpatch_mutex);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(kpatch_unregister);
+
+/* ------------------------------------------------------------------------
+ * debugfs and sysfs
+ */
+
+/* Parse a hexadecimal address, with or without 0x, nothing else. */
+static int kpatch_parse_addr(const char *tok, unsigned long *addr)
+{
+	const char *digits = tok;
+
+	if (digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X'))
+		digits += 2;
+	if (!*digits || strspn(digits, "0123456789abcdefABCDEF") != strlen(digits))
+		return -EINVAL;
+	return kstrtoul(digits, 16, addr) ? -EINVAL : 0;
+}
+
+/* `patch|replace NAME OLD NEW [OLD NEW ...]` */
+static int kpatch_cmd_patch(char **tok, int ntok, bool replace)
+{
+	const char *verb = tok[0];
+	struct kpatch_module *kpmod;
+	int i, ret;
+
+	if (ntok < 4 || ntok % 2) {
+		pr_err("%s: expected NAME and OLD NEW address pairs\n", verb);
+		return -EINVAL;
+	}
+
+	kpmod = kzalloc(sizeof(*kpmod), GFP_KERNEL);
+	if (!kpmod)
+		return -ENOMEM;
+	kpmod->num_funcs = (ntok - 2) / 2;
+	kpmod->funcs = kcalloc(kpmod->num_funcs, sizeof(*kpmod->funcs),
+			       GFP_KERNEL);
+	kpmod->name = kstrdup(tok[1], GFP_KERNEL);
+	INIT_LIST_HEAD(&kpmod->list);
+	ret = -ENOMEM;
+	if (!kpmod->funcs || !kpmod->name)
+		goto err;
+
+	for (i = 0; i < kpmod->num_funcs; i++) {
+		struct kpatch_func *func = &kpmod->funcs[i];
+		const char *old = tok[2 + 2 * i], *new = tok[3 + 2 * i];
+
+		ret = -EINVAL;
+		if (kpatch_parse_addr(old, &func->old_addr) ||
+		    kpatch_parse_addr(new, &func->new_addr)) {
+			pr_err("%s %s: '%s %s' is not a pair of hexadecimal addresses\n",
+			       verb, kpmod->name, old, new);
+			goto err;
+		}
+	}
+
+	mutex_lock(&kpatch_mutex);
+	ret = kpatch_enable(kpmod, replace);
+	mutex_unlock(&kpatch_mutex);
+	if (ret)
+		goto err;
+	return 0;
+err:
+	kpatch_free(kpmod);
+	return ret;
+}
+
+/* `unpatch NAME` */
+static int kpatch_cmd_unpatch(char **tok, int ntok)
+{
+	struct kpatch_module *kpmod;
+	int ret;
+
+	if (ntok != 2) {
+		pr_err("unpatch: expected exactly one NAME\n");
+		return -EINVAL;
+	}
+
+	mutex_lock(&kpatch_mutex);
+	kpmod = kpatch_find_patch(tok[1]);
+	if (!kpmod) {
+		pr_err("unpatch %s: no such patch\n", tok[1]);
+		ret = -ENOENT;
+	} else {
+		ret = kpatch_disable(kpmod);
+		if (!ret && !kpmod->mod)
+			kpatch_free(kpmod);
+	}
+	mutex_unlock(&kpatch_mutex);
+	return ret;
+}
+
+static int kpatch_run_command(char *cmd)
+{
+	char **tok, *p;
+	int ntok = 0, ret;
+
+	tok = kmalloc_array(strlen(cmd) / 2 + 2, sizeof(*tok), GFP_KERNEL);
+	if (!tok)
+		return -ENOMEM;
+	while ((p = strsep(&cmd, " \t")))
+		if (*p)
+			tok[ntok++] = p;
+
+	ret = -EINVAL;
+	if (!ntok) {
+		pr_err("empty command\n");
+	} else if (strcmp(tok[0], "patch") && strcmp(tok[0], "replace") &&
+		   strcmp(tok[0], "unpatch")) {
+		pr_err("unknown command '%s' (expected patch, replace or unpatch)\n",
+		       tok[0]);
+	} else if (ntok < 2 || !kpatch_valid_name(tok[1])) {
+		pr_err("%s: the name must be 1 to %d characters of A-Z a-z 0-9 _ -\n",
+		       tok[0], KPATCH_NAME_MAX);
+	} else if (!strcmp(tok[0], "unpatch")) {
+		ret = kpatch_cmd_unpatch(tok, ntok);
+	} else {
+		ret = kpatch_cmd_patch(tok, ntok, !strcmp(tok[0], "replace"));
+	}
+	kfree(tok);
+	return ret;
+}
+
+static ssize_t kpatch_control_write(struct file *file, const char __user *ubuf,
+				    size_t count, loff_t *ppos)
+{
+	char *cmd;
+	size_t len;
+	int ret;
+
+	if (!capable(CAP_SYS_MODULE))
+		return -EPERM;
+	if (count > KPATCH_CMD_MAX) {
+		pr_err("command longer than %d bytes\n", KPATCH_CMD_MAX);
+		return -EINVAL;
+	}
+
+	cmd = memdup_user_nul(ubuf, count);
+	if (IS_ERR(cmd))
+		return PTR_ERR(cmd);
+	len = strlen(cmd);
+	if (len && cmd[len - 1] == '\n')
+		cmd[--len] = '\0';
+	if (len != strcspn(cmd, "\n") || len + 1 < count) {
+		pr_err("one command per write, on one line\n");
+		ret = -EINVAL;
+	} else {
+		ret = kpatch_run_command(cmd);
+	}
+	kfree(cmd);
+	return ret ? ret : count;
+}
+
+static const struct file_operations kpatch_control_fops = {
+	.owner	= THIS_MODULE,
+	.open	= simple_open,
+	.write	= kpatch_control_write,
+	.llseek	= noop_llseek,
+};
+
+/* "symbol" for vmlinux, "module:symbol" for a module function. */
+static void kpatch_sym_name(char *buf, unsigned long addr)
+{
+	char sym[KSYM_SYMBOL_LEN];
+	char *mod;
+
+	sprint_symbol_no_offset(sym, addr);
+	mod = strstr(sym, " [");
+	if (!mod) {
+		strscpy(buf, sym, KSYM_SYMBOL_LEN);
+		return;
+	}
+	*mod = '\0';
+	mod += 2;
+	mod[strcspn(mod, " ]")] = '\0';
+	scnprintf(buf, KSYM_SYMBOL_LEN, "%s:%s", mod, sym);
+}
+
+/*
+ * One line per patched function, oldest patch first:
+ * NAME OLDSYM+0xSIZE OLDADDR NEWSYM+0xSIZE NEWADDR active|shadowed
+ */
+static int kpatch_patches_show(struct seq_file *m, void *v)
+{
+	char old[KSYM_SYMBOL_LEN], new[KSYM_SYMBOL_LEN];
+	struct kpatch_module *kpmod;
+	struct kpatch_func *func;
+	int i;
+
+	mutex_lock(&kpatch_mutex);
+	list_for_each_entry(kpmod, &kpatch_patches, list) {
+		for (i = 0; i < kpmod->num_funcs; i++) {
+			func = &kpmod->funcs[i];
+			kpatch_sym_name(old, func->old_addr);
+			kpatch_sym_name(new, func->new_addr);
+			seq_printf(m, "%s %s+%#lx %016lx %s+%#lx %016lx %s\n",
+				   kpmod->name, old, func->old_size,
+				   func->old_addr, new, func->new_size,
+				   func->new_addr,
+				   kpatch_top_func(func->ip) == func ?
+				   "active" : "shadowed");
+		}
+	}
+	mutex_unlock(&kpatch_mutex);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(kpatch_patches);
+
+/* ------------------------------------------------------------------------
+ * init and exit
+ */
+
+static int __init kpatch_init(void)
+{
+	int ret;
+
+	ret = ftrace_set_filter_ip(&kpatch_ops,
+				   (unsigned long)kpatch_ftrace_anchor, 0, 1);
+	if (ret) {
+		pr_err("cannot set the ftrace filter (%d)\n", ret);
+		goto err_filter;
+	}
+	ret = register_ftrace_function(&kpatch_ops);
+	if (ret) {
+		pr_err("cannot register the ftrace handler (%d)\n", ret);
+		goto err_filter;
+	}
+
+	ret = -ENOMEM;
+	kpatch_root_kobj = kobject_create_and_add("kpatch", kernel_kobj);
+	if (!kpatch_root_kobj)
+		goto err_ftrace;
+	kpatch_patches_kobj = kobject_create_and_add("patches",
+						     kpatch_root_kobj);
+	if (!kpatch_patches_kobj)
+		goto err_root;
+
+	kpatch_debugfs_dir = debugfs_create_dir("kpatch", NULL);
+	debugfs_create_file("control", 0200, kpatch_debugfs_dir, NULL,
+			    &kpatch_control_fops);
+	debugfs_create_file("patches", 0400, kpatch_debugfs_dir, NULL,
+			    &kpatch_patches_fops);
+	return 0;
+
+err_root:
+	kobject_put(kpatch_root_kobj);
+err_ftrace:
+	unregister_ftrace_function(&kpatch_ops);
+err_filter:
+	ftrace_free_filter(&kpatch_ops);
+	return ret;
+}
+
+static void __exit kpatch_exit(void)
+{
+	/* Every enabled patch holds a reference on this module. */
+	WARN_ON(!list_empty(&kpatch_patches));
+
+	debugfs_remove_recursive(kpatch_debugfs_dir);
+	kobject_put(kpatch_patches_kobj);
+	kobject_put(kpatch_root_kobj);
+	unregister_ftrace_function(&kpatch_ops);
+	ftrace_free_filter(&kpatch_ops);
+	ftrace_free_filter(&kpatch_probe_ops);
+}
+
+module_init(kpatch_init);
+module_exit(kpatch_exit);
+MODULE_DESCRIPTION("kpatch: replace kernel functions in a running kernel");
+MODULE_AUTHOR("kpatch developers");
+MODULE_LICENSE("GPL");

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * API of the kpatch core module for patch modules
+ *
+ * A patch module fills in one struct kpatch_func per function it replaces
+ * and one struct kpatch_module for the whole patch, then calls
+ * kpatch_register() (usually from its module_init).  The core redirects
+ * every old function to its new one in a single stop_machine() step, after
+ * checking that no task has any of the affected code on its stack.
+ *
+ * See Documentation.txt for the rules a patch module has to follow.
+ */
+
+#ifndef _KPATCH_H_
+#define _KPATCH_H_
+
+#include <linux/types.h>
+#include <linux/list.h>
+#include <linux/module.h>
+
+/**
+ * enum kpatch_op - what the update in progress does to a function entry
+ * @KPATCH_OP_NONE:    no update in progress touches this entry
+ * @KPATCH_OP_PATCH:   the entry is being added
+ * @KPATCH_OP_UNPATCH: the entry is being removed
+ *
+ * Private to the core: the NMI-safe lookup uses it to pick one consistent
+ * version of the function table while an update is in flight.
+ */
+enum kpatch_op {
+	KPATCH_OP_NONE,
+	KPATCH_OP_PATCH,
+	KPATCH_OP_UNPATCH,
+};
+
+/**
+ * struct kpatch_func - one function replaced by a patch
+ * @new_addr: start address of the replacement function
+ * @new_size: size of the replacement function in bytes; 0 lets the core
+ *            take it from kallsyms, any other value must match kallsyms
+ * @old_addr: start address of the function to replace, as kallsyms prints
+ *            it (not the ftrace call site: the core finds that itself)
+ * @old_size: size of the function to replace; 0 or the kallsyms size
+ * @node:     private: link in the core's function table
+ * @kpmod:    private: the patch this function belongs to
+ * @ip:       private: ftrace location of @old_addr (after ENDBR on IBT)
+ * @op:       private: role of this entry in the update in progress
+ *
+ * Only the first four fields are for the patch module to fill in.
+ */
+struct kpatch_func {
+	/* public */
+	unsigned long new_addr;
+	unsigned long new_size;
+	unsigned long old_addr;
+	unsigned long old_size;
+
+	/* private */
+	struct hlist_node node;
+	struct kpatch_module *kpmod;
+	unsigned long ip;
+	enum kpatch_op op;
+};
+
+/**
+ * struct kpatch_module - a patch: a set of functions replaced together
+ * @mod:       the patch module that owns this structure (THIS_MODULE); it
+ *             names the patch and is pinned while the patch is enabled
+ * @funcs:     array of @num_funcs functions to replace
+ * @num_funcs: number of entries in @funcs (at least one)
+ * @enabled:   set by the core: true while the patch is in effect
+ * @list:      private: link in the core's list of enabled patches
+ * @kobj:      private: /sys/kernel/kpatch/patches/<name>
+ * @name:      private: name of the patch (the module name for patches
+ *             registered through kpatch_register())
+ * @pins:      private: modules referenced while the patch is enabled
+ * @num_pins:  private: number of entries in @pins
+ */
+struct kpatch_module {
+	struct module *mod;
+	struct kpatch_func *funcs;
+	int num_funcs;
+
+	bool enabled;
+
+	/* private */
+	struct list_head list;
+	struct kobject *kobj;
+	const char *name;
+	struct module **pins;
+	int num_pins;
+};
+
+extern struct kobject *kpatch_patches_kobj;
+
+int kpatch_register(struct kpatch_module *kpmod, bool replace);
+int kpatch_unregister(struct kpatch_module *kpmod);
+
+#endif /* _KPATCH_H_ */

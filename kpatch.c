@@ -300,8 +300,11 @@ static void kpatch_add_range(struct kpatch_update *upd, unsigned long start,
 /*
  * Build the table of code that must not be running for @upd to be safe:
  * for every function whose visible version the update changes, the code
- * that runs for it now.  That is the old function itself when it is not
- * patched yet, or the new function of the entry on top of its stack.
+ * that runs for it now -- the new function of the entry on top of its
+ * stack, if any -- and always the old function itself.  The old function
+ * is on a stack not only when it runs unpatched: a task preempted inside
+ * the ftrace trampoline has the return address of the old function's
+ * fentry call on its stack, and resumes wherever the handler pointed it.
  * Removing an entry that is not on top changes nothing visible and needs
  * no check.  Done before stop_machine(), under kpatch_mutex, so the table
  * cannot change between here and the callback.
@@ -313,12 +316,12 @@ static int kpatch_build_ranges(struct kpatch_update *upd)
 	unsigned int max = 0, i, n;
 
 	if (upd->add)
-		max += upd->add->num_funcs;
+		max += 2 * upd->add->num_funcs;
 	if (upd->remove)
-		max += upd->remove->num_funcs;
+		max += 2 * upd->remove->num_funcs;
 	if (upd->replace)
 		list_for_each_entry(kpmod, &kpatch_patches, list)
-			max += kpmod->num_funcs;
+			max += 2 * kpmod->num_funcs;
 
 	upd->ranges = kmalloc_array(max ?: 1, sizeof(*upd->ranges), GFP_KERNEL);
 	if (!upd->ranges)
@@ -330,21 +333,25 @@ static int kpatch_build_ranges(struct kpatch_update *upd)
 		top = kpatch_top_func(func->ip);
 		if (top)
 			kpatch_add_range(upd, top->new_addr, top->new_size);
-		else
-			kpatch_add_range(upd, func->old_addr, func->old_size);
+		kpatch_add_range(upd, func->old_addr, func->old_size);
 	}
 	for (i = 0; upd->remove && i < upd->remove->num_funcs; i++) {
 		func = &upd->remove->funcs[i];
-		if (kpatch_top_func(func->ip) == func)
-			kpatch_add_range(upd, func->new_addr, func->new_size);
+		if (kpatch_top_func(func->ip) != func)
+			continue;
+		kpatch_add_range(upd, func->new_addr, func->new_size);
+		kpatch_add_range(upd, func->old_addr, func->old_size);
 	}
 	if (upd->replace) {
 		list_for_each_entry(kpmod, &kpatch_patches, list) {
 			for (i = 0; i < kpmod->num_funcs; i++) {
 				func = &kpmod->funcs[i];
-				if (kpatch_top_func(func->ip) == func)
-					kpatch_add_range(upd, func->new_addr,
-							 func->new_size);
+				if (kpatch_top_func(func->ip) != func)
+					continue;
+				kpatch_add_range(upd, func->new_addr,
+						 func->new_size);
+				kpatch_add_range(upd, func->old_addr,
+						 func->old_size);
 			}
 		}
 	}

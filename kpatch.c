@@ -138,18 +138,24 @@ static DEFINE_HASHTABLE(kpatch_func_hash, KPATCH_HASH_BITS);
  * stop_machine() cannot start while any CPU is inside the (preemption
  * disabled) ftrace handler.  Inside it, two kinds of caller can still run
  * concurrently with the writer: NMIs on any CPU, and the functions the
- * other CPUs call while they spin in the stop_machine() loop.  Both came
- * into being after the writer left IDLE (the state is set before
- * stop_machine() wakes the CPUs), so both see a state other than IDLE.
+ * other CPUs call while they spin in the stop_machine() loop.  The callback
+ * leaves IDLE before it touches the table, and a caller that found IDLE
+ * reads the state again after its lookup, like a seqcount reader: if the
+ * lookup could have seen any change, the second read sees that the state
+ * left IDLE, and the caller starts over through the state machine.  The
+ * state cannot go round to IDLE again during one lookup: that happens only
+ * after stop_machine() returns, which waits for every CPU to leave the
+ * handler, NMIs included.
  *
- * KPATCH_STATE_IDLE: no update is in progress.  The table is consistent and
- * the first entry for a function is the one that runs; func->op is ignored.
+ * KPATCH_STATE_IDLE: no update is changing the table.  The first entry for a
+ * function is the one that runs; func->op is ignored.
  *
- * KPATCH_STATE_UPDATING: an update is in progress and may have published
- * part of its entries.  A caller that finds this state moves it to FAILURE
- * (and records which function it called), which makes the update roll back:
- * the caller is proof that a patched function ran during the update, the
- * same thing the stack check refuses.
+ * KPATCH_STATE_UPDATING: set by the callback once the stack check has
+ * passed; the update may have published part of its entries.  A caller that
+ * finds this state moves it to FAILURE (and records which function it
+ * called), which makes the update roll back: the caller is proof that a
+ * patched function ran during the update, the same thing the stack check
+ * refuses.
  *
  * KPATCH_STATE_FAILURE: the update will not take effect.  Entries with
  * op == KPATCH_OP_PATCH are skipped; entries being removed (KPATCH_OP_UNPATCH)
@@ -552,19 +558,30 @@ static void notrace kpatch_ftrace_handler(unsigned long ip,
 
 	preempt_disable_notrace();
 
+	/*
+	 * Fast path: the state is IDLE before and after the lookup, so no
+	 * update touched the table meanwhile.  Both smp_rmb() pair with the
+	 * smp_wmb() after KPATCH_STATE_UPDATING in kpatch_update_cb(): a
+	 * lookup that saw a table change also sees the state that came first.
+	 */
 	state = atomic_read(&kpatch_state);
-	if (unlikely(state != KPATCH_STATE_IDLE)) {
-		state = kpatch_state_finish(KPATCH_STATE_FAILURE, ip);
-		/*
-		 * Read func->op and the table only after the state.  Pairs
-		 * with the smp_wmb() before KPATCH_STATE_UPDATING in
-		 * kpatch_run_update() and the one before KPATCH_STATE_SUCCESS
-		 * in kpatch_update_cb().
-		 */
-		smp_rmb();
+	if (likely(state == KPATCH_STATE_IDLE)) {
+		smp_rmb();	/* state before table */
+		func = kpatch_find_func(ip, state);
+		smp_rmb();	/* table before state again */
+		if (likely(atomic_read(&kpatch_state) == KPATCH_STATE_IDLE))
+			goto out;
 	}
 
+	state = kpatch_state_finish(KPATCH_STATE_FAILURE, ip);
+	/*
+	 * Read func->op and the table only after the state.  Pairs with the
+	 * smp_wmb() after KPATCH_STATE_UPDATING and the one before
+	 * KPATCH_STATE_SUCCESS in kpatch_update_cb().
+	 */
+	smp_rmb();
 	func = kpatch_find_func(ip, state);
+out:
 	if (func)
 		kpatch_set_ip(fregs, func->new_addr);
 
@@ -954,10 +971,17 @@ static int kpatch_update_cb(void *data)
 	struct kpatch_module *kpmod;
 	int i, state;
 
-	if (kpatch_check_stacks(upd)) {
-		kpatch_state_finish(KPATCH_STATE_FAILURE, 0);
+	if (kpatch_check_stacks(upd))
 		return -EBUSY;
-	}
+
+	/*
+	 * Leave IDLE before touching the table.  func->op was written before
+	 * stop_machine(), whose rendezvous orders it before this store; the
+	 * barrier orders the store before the table changes.  Pairs with the
+	 * smp_rmb() in kpatch_ftrace_handler().
+	 */
+	atomic_set(&kpatch_state, KPATCH_STATE_UPDATING);
+	smp_wmb();	/* state before table; see above */
 
 	/* Publish the new entries; hash_add_rcu() puts them first. */
 	for (i = 0; upd->add && i < upd->add->num_funcs; i++)
@@ -1012,21 +1036,15 @@ static int kpatch_run_update(struct kpatch_update *upd)
 	const char *name = upd->add ? upd->add->name : upd->remove->name;
 	int ret, old;
 
+	/* Callers ignore func->op while the state is IDLE. */
 	kpatch_set_op(upd, KPATCH_OP_PATCH, KPATCH_OP_UNPATCH);
 	WRITE_ONCE(kpatch_failed_ip, 0);
 
-	/*
-	 * func->op is written before the state leaves IDLE.  Pairs with the
-	 * smp_rmb() in kpatch_ftrace_handler().
-	 */
-	smp_wmb();
-	old = atomic_xchg(&kpatch_state, KPATCH_STATE_UPDATING);
-	WARN_ON_ONCE(old != KPATCH_STATE_IDLE);
-
 	ret = stop_machine(kpatch_update_cb, upd, NULL);
 
+	/* Still IDLE when the stack check refused, else SUCCESS or FAILURE. */
 	old = atomic_xchg(&kpatch_state, KPATCH_STATE_IDLE);
-	WARN_ON_ONCE(old != KPATCH_STATE_SUCCESS && old != KPATCH_STATE_FAILURE);
+	WARN_ON_ONCE(old == KPATCH_STATE_UPDATING);
 
 	/*
 	 * Callers that read a state other than IDLE may still be walking the
@@ -1106,9 +1124,13 @@ static bool kpatch_valid_name(const char *name)
 {
 	size_t len;
 
-	for (len = 0; name[len]; len++)
-		if (!isalnum(name[len]) && name[len] != '_' && name[len] != '-')
+	for (len = 0; name[len]; len++) {
+		char c = name[len];
+
+		/* isalnum() alone would also take Latin-1 letters. */
+		if (!isascii(c) || (!isalnum(c) && c != '_' && c != '-'))
 			return false;
+	}
 	return len >= 1 && len <= KPATCH_NAME_MAX;
 }
 

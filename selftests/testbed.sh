@@ -1,0 +1,503 @@
+#!/bin/bash
+# Host-side QEMU test bed for kpatch.
+#
+# kpatch.ko can't be loaded into the host kernel, so every runtime test boots
+# a throw-away QEMU guest (TCG, no KVM) with a Debian kernel and a busybox
+# initramfs holding kpatch.ko, the test modules and the guest test scripts.
+#
+#   testbed.sh setup              install packages, headers and guest kernels
+#   testbed.sh build KVER OUTDIR  build kpatch.ko, test modules, kpctl for KVER
+#   testbed.sh run [KVER...]      build + boot + test (default: all kernels)
+#   testbed.sh demo               boot the first kernel and run demo.sh
+#
+# Environment:
+#   KPATCH_CACHE         cache dir (default /var/cache/kpatch-testbed)
+#   KPATCH_TEST_TIMEOUT  seconds per kernel for `run` (default 1200)
+#   KPATCH_DEMO_TIMEOUT  seconds for `demo` (default 180)
+#
+# Guest -> host protocol, one line each, on the guest's second serial port:
+#   "@@ ok DESC", "@@ not ok DESC", "@@ skip DESC", "@@ done", "# diagnostic".
+# Kernel messages go to the first serial port (console.log) and are scanned
+# for splats.
+
+set -euo pipefail
+
+SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
+SRC=$(cd "$(dirname "$SELF")/.." && pwd -P)
+CACHE=${KPATCH_CACHE:-/var/cache/kpatch-testbed}
+BUILDROOT=$CACHE/build
+TEST_TIMEOUT=${KPATCH_TEST_TIMEOUT:-1200}
+DEMO_TIMEOUT=${KPATCH_DEMO_TIMEOUT:-180}
+# Overridable only to test the source-file logic against a scratch dir.
+APT_SOURCES_DIR=${KPATCH_APT_SOURCES_DIR:-/etc/apt/sources.list.d}
+BACKPORTS_SOURCES=$APT_SOURCES_DIR/kpatch-testbed-backports.sources
+
+PACKAGES=(qemu-system-x86 busybox-static cpio gzip gcc make libc6-dev libelf-dev
+	coreutils util-linux)
+META=linux-image-amd64
+# Suites that make up the "6.1" (default) and the "6.12" (backports) kernel.
+SUITES_STABLE='bookworm|bookworm-security|bookworm-updates'
+SUITES_BPO='bookworm-backports'
+
+# Console patterns that fail a kernel's run.  "WARNING:" only at the start of a
+# message: boot-time mitigation notices contain "... : WARNING: ..." too.
+SPLAT_RE='(^|\] )WARNING:|BUG:|kernel BUG|Oops|Kernel panic|general protection fault'
+SPLAT_RE+='|Unable to handle|RCU stall|detected stall|soft lockup|hard LOCKUP'
+SPLAT_RE+='|UBSAN:|KASAN:|blocked for more than'
+
+export DEBIAN_FRONTEND=noninteractive LC_ALL=C
+
+log() { echo "testbed: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+usage() {
+	sed -n '2,/^$/s/^# \{0,1\}//p' "$SELF" >&2
+	exit 2
+}
+
+# ---------------------------------------------------------------- setup ----
+
+# URIs: of the deb822 stanza of debian.sources whose Suites include bookworm.
+debian_mirror() {
+	local f=$APT_SOURCES_DIR/debian.sources
+	[[ -r $f ]] || die "$f not found"
+	awk '
+		function flush() {
+			if (hit && uri != "" && out == "")
+				out = uri
+			hit = 0; uri = ""
+		}
+		/^[ \t]*$/ { flush(); next }
+		/^[ \t]*#/ { next }
+		tolower($1) == "uris:" { uri = $2 }
+		tolower($1) == "suites:" {
+			for (i = 2; i <= NF; i++)
+				if ($i == "bookworm")
+					hit = 1
+		}
+		END { flush(); if (out != "") print out }
+	' "$f"
+}
+
+backports_configured() {
+	[[ -e $BACKPORTS_SOURCES ]] && return 0
+	local files=("$APT_SOURCES_DIR"/*.sources "$APT_SOURCES_DIR"/*.list
+		"${APT_SOURCES_DIR%/*}/sources.list")
+	grep -qsE '^[[:space:]]*(Suites:.*[[:space:]]bookworm-backports([[:space:]]|$)|deb[[:space:]].*[[:space:]]bookworm-backports([[:space:]]|$))' \
+		"${files[@]}"
+}
+
+# Prints "added" when it created the file.
+ensure_backports() {
+	backports_configured && return 0
+	local uri
+	uri=$(debian_mirror)
+	[[ -n $uri ]] || die "no URIs: for suite bookworm in $APT_SOURCES_DIR/debian.sources"
+	log "adding bookworm-backports ($uri) as $BACKPORTS_SOURCES"
+	cat >"$BACKPORTS_SOURCES.tmp" <<-EOF
+		Types: deb
+		URIs: $uri
+		Suites: bookworm-backports
+		Components: main
+		Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+	EOF
+	mv "$BACKPORTS_SOURCES.tmp" "$BACKPORTS_SOURCES"
+	echo added
+}
+
+APT_UPDATED=0
+apt_update() {
+	((APT_UPDATED)) && return 0
+	log "apt-get update"
+	apt-get update -q >&2
+	APT_UPDATED=1
+}
+
+apt_install() {
+	log "apt-get install $*"
+	apt-get install -y -q --no-install-recommends "$@" >&2
+}
+
+pkg_installed() {
+	[[ $(dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null) == ii* ]]
+}
+
+# "VERSION SUITE": highest version of $META offered by the suites matching
+# regex $1.
+meta_version() {
+	local want=$1 best='' from='' ver rest suite
+	while IFS='|' read -r _ ver rest; do
+		ver=${ver//[[:space:]]/}
+		[[ $rest == *Packages* ]] || continue
+		read -r _ suite _ <<<"$rest"
+		suite=${suite%%/*}
+		[[ $suite =~ ^($want)$ ]] || continue
+		if [[ -z $best ]] || dpkg --compare-versions "$ver" gt "$best"; then
+			best=$ver from=$suite
+		fi
+	done < <(apt-cache madison "$META" 2>/dev/null)
+	[[ -n $best ]] && echo "$best $from"
+}
+
+# linux-image-<kver> that $META=$1 depends on -> <kver>
+meta_kver() {
+	apt-cache show "$META=$1" 2>/dev/null | awk '
+		/^Depends:/ {
+			for (i = 2; i <= NF; i++)
+				if ($i ~ /^linux-image-/) {
+					sub(/,$/, "", $i)
+					print substr($i, 13)
+					exit
+				}
+		}'
+}
+
+# Prints "KVER SUITE" for the 6.1 and the 6.12 kernel.
+resolve_kernels() {
+	local suites ver suite kver
+	for suites in "$SUITES_STABLE" "$SUITES_BPO"; do
+		read -r ver suite < <(meta_version "$suites") || return 1
+		kver=$(meta_kver "$ver")
+		[[ $kver =~ ^[0-9][0-9A-Za-z.+~_-]*$ ]] || return 1
+		echo "$kver $suite $ver"
+	done
+}
+
+fetch_kernel() {
+	local kver=$1 dir=$CACHE/kernels/$1 debs tmp
+	[[ -s $dir/vmlinuz ]] && return 0
+	shopt -s nullglob
+	debs=("$CACHE"/debs/linux-image-"$kver"_*.deb "$CACHE"/linux-image-"$kver"_*.deb)
+	shopt -u nullglob
+	if ((${#debs[@]} == 0)); then
+		mkdir -p "$CACHE/debs"
+		log "apt-get download linux-image-$kver"
+		(cd "$CACHE/debs" && apt-get download -q -o APT::Sandbox::User=root "linux-image-$kver" >&2)
+		debs=("$CACHE"/debs/linux-image-"$kver"_*.deb)
+	fi
+	log "extracting vmlinuz from ${debs[0]}"
+	tmp=$(mktemp -d "$CACHE/tmp.XXXXXX")
+	# Only ./boot: the full tree (modules) is ~0.5 GB and not needed.
+	dpkg-deb --fsys-tarfile "${debs[0]}" | tar -x -C "$tmp" ./boot
+	[[ -s $tmp/boot/vmlinuz-$kver ]] || { rm -rf "$tmp"; die "no boot/vmlinuz-$kver in ${debs[0]}"; }
+	mkdir -p "$dir"
+	cp "$tmp/boot/config-$kver" "$dir/config"
+	cp "$tmp/boot/vmlinuz-$kver" "$dir/vmlinuz.tmp"
+	mv "$dir/vmlinuz.tmp" "$dir/vmlinuz"
+	rm -rf "$tmp"
+}
+
+cmd_setup() {
+	(($# == 0)) || usage
+	((EUID == 0)) || die "setup must run as root"
+	mkdir -p "$CACHE"
+
+	local missing=() p added
+	added=$(ensure_backports)
+	if [[ $added == added ]]; then apt_update; fi
+	for p in "${PACKAGES[@]}"; do
+		pkg_installed "$p" || missing+=("$p")
+	done
+	if ((${#missing[@]})); then
+		apt_update
+		apt_install "${missing[@]}"
+	fi
+
+	local kernels
+	if ! kernels=$(resolve_kernels); then
+		apt_update
+		kernels=$(resolve_kernels) || die "cannot resolve $META in bookworm and bookworm-backports"
+	fi
+
+	local kver suite ver hdrs=()
+	while read -r kver suite _; do
+		pkg_installed "linux-headers-$kver" && [[ -e /lib/modules/$kver/build/Makefile ]] && continue
+		if [[ $suite == bookworm-backports ]]; then
+			hdrs+=("linux-headers-$kver/bookworm-backports")
+		else
+			hdrs+=("linux-headers-$kver")
+		fi
+	done <<<"$kernels"
+	if ((${#hdrs[@]})); then
+		apt_install "${hdrs[@]}" || { apt_update && apt_install "${hdrs[@]}"; }
+	fi
+
+	while read -r kver _; do
+		fetch_kernel "$kver"
+	done <<<"$kernels"
+
+	awk '{print $1}' <<<"$kernels" >"$CACHE/kernels.list.tmp"
+	mv "$CACHE/kernels.list.tmp" "$CACHE/kernels.list"
+	while read -r kver suite ver; do
+		echo "kernel: $kver ($META $ver, $suite)"
+	done <<<"$kernels"
+}
+
+# ---------------------------------------------------------------- build ----
+
+cmd_build() {
+	(($# == 2)) || usage
+	local kver=$1 out=$2
+	local kdir=/lib/modules/$kver/build
+	[[ -e $kdir/Makefile ]] || die "no headers for $kver in $kdir (run: $SELF setup)"
+	[[ -e $SRC/kpatch.c ]] || die "$SRC/kpatch.c not found"
+	out=$(realpath -m "$out")
+	case $out/ in
+	/ | "$SRC"/*) die "OUTDIR must be outside the source tree: $out" ;;
+	esac
+	mkdir -p "$out"
+	# Wipe a previous build, but never a directory we did not create.
+	if [[ -n $(ls -A "$out") && ! -e $out/.kpatch-testbed ]]; then
+		die "$out is not empty and not a testbed build dir"
+	fi
+	find "$out" -mindepth 1 -delete
+	touch "$out/.kpatch-testbed"
+
+	local f
+	for f in kpatch.c kpatch.h Kbuild Makefile; do
+		if [[ -e $SRC/$f ]]; then cp "$SRC/$f" "$out/"; fi
+	done
+	local blog=$out/build.log jobs
+	jobs=$(nproc)
+
+	log "building kpatch.ko for $kver in $out"
+	make -C "$kdir" M="$out" W=1 -j"$jobs" modules 2>&1 | tee "$blog" >&2
+	if grep -i 'warning:' "$blog" >&2; then
+		die "kpatch.ko build for $kver printed warnings (W=1)"
+	fi
+	[[ -e $out/kpatch.ko ]] || die "kpatch.ko was not built"
+
+	if [[ -d $SRC/selftests/test_modules ]]; then
+		log "building test modules for $kver"
+		cp -r "$SRC/selftests/test_modules" "$out/test_modules"
+		make -C "$kdir" M="$out/test_modules" W=1 -j"$jobs" \
+			KBUILD_EXTRA_SYMBOLS="$out/Module.symvers" modules 2>&1 |
+			tee "$out/build-test_modules.log" >&2
+	fi
+
+	if [[ -e $SRC/selftests/kpctl.c ]]; then
+		log "building kpctl"
+		gcc -static -O2 -Wall -Werror -o "$out/kpctl" "$SRC/selftests/kpctl.c" 2>&1 | tee "$out/build-kpctl.log" >&2
+	fi
+}
+
+# ------------------------------------------------------------ initramfs ----
+
+make_initramfs() {
+	local out=$1 root=$1/initramfs f
+	rm -rf "$root"
+	mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,tmp,root}
+	mkdir -p "$root"/kpatch/{selftests,test_modules}
+	# busybox-static's /bin/busybox; the dynamic busybox package would not run.
+	if ldd /bin/busybox >/dev/null 2>&1; then die "/bin/busybox is not static"; fi
+	cp /bin/busybox "$root/bin/busybox"
+	ln -s busybox "$root/bin/sh"
+	if ((EUID == 0)); then
+		mknod -m 600 "$root/dev/console" c 5 1
+	fi
+	install -m 755 "$SRC/selftests/guest-init.sh" "$root/init"
+	cp "$out/kpatch.ko" "$root/kpatch/"
+	if [[ -d $out/test_modules ]]; then
+		find "$out/test_modules" -name '*.ko' -exec cp {} "$root/kpatch/test_modules/" \;
+	fi
+	# KPATCH_TESTS=NAME (e.g. concurrency) runs only selftests/test-NAME.sh
+	for f in "$SRC"/selftests/functions.sh "$SRC"/selftests/test-${KPATCH_TESTS:-*}.sh "$SRC"/selftests/demo.sh; do
+		if [[ -e $f ]]; then cp "$f" "$root/kpatch/selftests/"; fi
+	done
+	if [[ -e $out/kpctl ]]; then cp "$out/kpctl" "$root/bin/kpctl"; fi
+	(cd "$root" && find . -print0 | sort -z |
+		cpio --null -o -H newc --owner=0:0 --quiet) | gzip -6 >"$out/initramfs.gz"
+}
+
+# ----------------------------------------------------------------- boot ----
+
+QEMU_PID=
+kill_guest() {
+	if [[ -n $QEMU_PID ]] && kill -0 "$QEMU_PID" 2>/dev/null; then
+		kill "$QEMU_PID" 2>/dev/null || true
+		wait "$QEMU_PID" 2>/dev/null || true
+	fi
+	QEMU_PID=
+}
+trap kill_guest EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# boot KVER DIR MODE TIMEOUT; sets BOOT_RC, BOOT_SECS
+boot() {
+	local kver=$1 dir=$2 mode=$3 tmo=$4 start
+	rm -f "$dir"/{console,results,qemu}.log
+	start=$SECONDS
+	# console.log: kernel console (ttyS0); results.log: test protocol (ttyS1).
+	# thread=single: with one host thread per vCPU (MTTCG), a vCPU calling a
+	# function in a tight loop keeps running stale translated code while
+	# the kernel rewrites that function's ftrace site (text_poke_bp), and
+	# spins on an INT3 that is no longer there.  Plain ftrace does the same
+	# (echo function > current_tracer); round-robin TCG keeps the two vCPUs
+	# and SMP semantics but executes cross-modified code correctly.
+	timeout -k 10 "$tmo" qemu-system-x86_64 \
+		-accel tcg,thread=single -cpu max -smp 2 -m 1G \
+		-nographic -monitor none -nic none -no-reboot \
+		-serial "file:$dir/console.log" -serial "file:$dir/results.log" \
+		-kernel "$CACHE/kernels/$kver/vmlinuz" -initrd "$dir/initramfs.gz" \
+		-append "console=ttyS0 panic=-1 oops=panic quiet loglevel=5 kpatch.mode=$mode" \
+		</dev/null >"$dir/qemu.log" 2>&1 &
+	QEMU_PID=$!
+	BOOT_RC=0
+	wait "$QEMU_PID" || BOOT_RC=$?
+	QEMU_PID=
+	BOOT_SECS=$((SECONDS - start))
+	touch "$dir"/{console,results}.log
+	# Drop CRs and the firmware's terminal escapes (ESC c, ESC [...x).
+	sed -i -e 's/\r$//' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' \
+		"$dir"/{console,results}.log
+}
+
+diag() { # stdin as TAP diagnostics
+	sed 's/^/# /'
+}
+
+# Fails the run when the console shows a splat or the guest never said done.
+# Prints "not ok" lines via tap_line.
+check_guest() {
+	local kver=$1 dir=$2 what=$3 tmo=$4 bad=0 splats
+	# (skip guest-init's own progress marks, they name the scripts)
+	splats=$(grep -av '^kpatch-testbed: ' "$dir/console.log" | grep -aE "$SPLAT_RE" || true)
+	if [[ -n $splats ]]; then
+		tap_line "not ok" "$kver: kernel splat on the console"
+		head -n 20 <<<"$splats" | sed 's/^/# splat: /'
+		bad=1
+	fi
+	if ! grep -qx '@@ done' "$dir/results.log"; then
+		local why="crash or hang"
+		if ((BOOT_RC == 124 || BOOT_RC == 137)); then why="timed out after ${tmo}s"; fi
+		tap_line "not ok" "$kver: guest did not finish $what ($why, qemu rc $BOOT_RC)"
+		if [[ -s $dir/qemu.log ]]; then
+			echo "# --- qemu stderr ---"
+			tail -n 20 "$dir/qemu.log" | diag
+		fi
+		bad=1
+	fi
+	if ((bad)); then
+		echo "# --- last 60 console lines ($dir/console.log) ---"
+		tail -n 60 "$dir/console.log" | diag
+	fi
+	return "$bad"
+}
+
+# ------------------------------------------------------------------ run ----
+
+PASS=0 FAIL=0 SKIP=0 TAPN=0
+tap_line() { # tap_line "ok|not ok|skip" DESC
+	local desc=${2//#/\\#}
+	TAPN=$((TAPN + 1))
+	case $1 in
+	ok) PASS=$((PASS + 1)); echo "ok $TAPN - $desc" ;;
+	skip) SKIP=$((SKIP + 1)); echo "ok $TAPN - $desc # SKIP" ;;
+	*) FAIL=$((FAIL + 1)); echo "not ok $TAPN - $desc" ;;
+	esac
+}
+
+results_to_tap() {
+	local line
+	while IFS= read -r line; do
+		case $line in
+		'@@ ok '*) tap_line ok "${line#@@ ok }" ;;
+		'@@ not ok '*) tap_line "not ok" "${line#@@ not ok }" ;;
+		'@@ skip '*) tap_line skip "${line#@@ skip }" ;;
+		'@@ done' | '') ;;
+		'#'*) echo "$line" ;;
+		*) echo "# $line" ;;
+		esac
+	done <"$1"
+}
+
+kernel_list() {
+	[[ -s $CACHE/kernels.list ]] || die "$CACHE/kernels.list missing (run: $SELF setup)"
+	cat "$CACHE/kernels.list"
+}
+
+lock_cache() {
+	mkdir -p "$BUILDROOT"
+	exec 9>"$BUILDROOT/.lock"
+	flock -n 9 || die "another testbed run holds $BUILDROOT/.lock"
+}
+
+# build_for KVER: build into $BUILDROOT/KVER, log in $BUILDROOT/KVER.build.log
+build_for() {
+	local kver=$1 blog=$BUILDROOT/$1.build.log
+	if [[ ! -s $CACHE/kernels/$kver/vmlinuz ]]; then
+		echo "no $CACHE/kernels/$kver/vmlinuz (run: $SELF setup)" >"$blog"
+		return 1
+	fi
+	"$SELF" build "$kver" "$BUILDROOT/$kver" >"$blog" 2>&1
+}
+
+# make_and_boot KVER MODE TIMEOUT (not in an `if`: relies on set -e)
+make_and_boot() {
+	local kver=$1 mode=$2 tmo=$3 dir=$BUILDROOT/$1
+	make_initramfs "$dir"
+	log "booting $kver ($mode, timeout ${tmo}s, console: $dir/console.log)"
+	boot "$kver" "$dir" "$mode" "$tmo"
+	log "$kver: guest ran ${BOOT_SECS}s"
+}
+
+cmd_run() {
+	local kernels=("$@") kver rc=0
+	if ((${#kernels[@]} == 0)); then
+		local list
+		list=$(kernel_list)
+		mapfile -t kernels <<<"$list"
+	fi
+	lock_cache
+	for kver in "${kernels[@]}"; do
+		TAPN=0
+		echo "# kernel $kver"
+		if ! build_for "$kver"; then
+			tap_line "not ok" "$kver: build"
+			echo "# --- last 30 lines of $BUILDROOT/$kver.build.log ---"
+			tail -n 30 "$BUILDROOT/$kver.build.log" | diag
+			echo "1..$TAPN"
+			rc=1
+			continue
+		fi
+		make_and_boot "$kver" test "$TEST_TIMEOUT"
+		local dir=$BUILDROOT/$kver
+		results_to_tap "$dir/results.log"
+		check_guest "$kver" "$dir" "the tests" "$TEST_TIMEOUT" || rc=1
+		echo "1..$TAPN"
+	done
+	local summary="$PASS passed, $FAIL failed"
+	if ((SKIP)); then summary+=", $SKIP skipped"; fi
+	echo "$summary"
+	if ((FAIL)); then rc=1; fi
+	return "$rc"
+}
+
+cmd_demo() {
+	(($# == 0)) || usage
+	local kver dir rc=0
+	kver=$(kernel_list | head -n 1)
+	dir=$BUILDROOT/$kver
+	lock_cache
+	if ! build_for "$kver"; then
+		tail -n 30 "$BUILDROOT/$kver.build.log" >&2
+		die "build for $kver failed"
+	fi
+	make_and_boot "$kver" demo "$DEMO_TIMEOUT"
+	grep -av -e '^@@ done$' -e '^@@ not ok ' -e '^# running demo.sh$' "$dir/results.log" || true
+	if grep -a '^@@ not ok' "$dir/results.log" >&2; then rc=1; fi
+	check_guest "$kver" "$dir" "the demo" "$DEMO_TIMEOUT" >&2 || rc=1
+	return "$rc"
+}
+
+(($# >= 1)) || usage
+cmd=$1
+shift
+case $cmd in
+setup) cmd_setup "$@" ;;
+build) cmd_build "$@" ;;
+run) cmd_run "$@" ;;
+demo) cmd_demo "$@" ;;
+*) usage ;;
+esac

@@ -1,0 +1,711 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# functions.sh - verbs shared by the kpatch selftests.
+#
+# Every test-*.sh sources this file.  It runs in the test guest under
+# busybox ash (POSIX sh: no "local", so each function's variables carry a
+# prefix of their own).
+#
+# Protocol: one line per assertion on stdout, "@@ ok DESC", "@@ not ok
+# DESC" or "@@ skip DESC", and diagnostic lines starting with "# " (the
+# commands run, shown as "# % ...", and on failure what was expected and
+# what was seen).  A failed assertion never stops the script; only a
+# failed setup step does (bail), and the EXIT trap then still cleans up:
+# it unpatches everything in the patches file, unloads the test modules
+# and kpatch.ko, and checks the kernel log of the whole script for splats.
+#
+# Environment (set by the guest init): KPATCH_KO, KPATCH_MODDIR,
+# KPATCH_SELFTESTS; KPCTL may name the kpctl helper (default: kpctl in
+# $PATH).
+
+set -u
+
+KPATCH_KO=${KPATCH_KO:-/kpatch/kpatch.ko}
+KPATCH_MODDIR=${KPATCH_MODDIR:-/kpatch/test_modules}
+KPATCH_SELFTESTS=${KPATCH_SELFTESTS:-/kpatch/selftests}
+KPCTL=${KPCTL:-kpctl}
+
+KP_DEBUGFS=/sys/kernel/debug/kpatch
+KP_CONTROL=$KP_DEBUGFS/control
+KP_PATCHES=$KP_DEBUGFS/patches
+KP_SYSFS=/sys/kernel/kpatch
+KP_SYSFS_PATCHES=$KP_SYSFS/patches
+TRACEFS=/sys/kernel/tracing
+if [ ! -e "$TRACEFS/enabled_functions" ] &&
+   [ -e /sys/kernel/debug/tracing/enabled_functions ]; then
+	TRACEFS=/sys/kernel/debug/tracing
+fi
+TARGET_VALUES=/sys/module/kpatch_test_target/parameters/values
+
+# Kernel log lines that mean something went badly wrong (as the host
+# scans the console for).
+KP_SPLAT_RE='(^|\] )WARNING:|BUG:|kernel BUG|Oops|Kernel panic|general protection fault'
+KP_SPLAT_RE="$KP_SPLAT_RE|Unable to handle|RCU stall|detected stall|soft lockup"
+KP_SPLAT_RE="$KP_SPLAT_RE|hard LOCKUP|UBSAN:|KASAN:|blocked for more than"
+
+# Test modules, in an order in which they can be unloaded.
+KP_TEST_MODULES="kpatch_test_stress kpatch_test_kprobe kpatch_test_api"
+KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_busy kpatch_test_new kpatch_test_target"
+
+KP_SUITE=$(basename "$0" .sh | sed 's/^test-//; s/^[0-9]*-//')
+KP_TEST=
+KP_NPASS=0
+KP_NFAIL=0
+KP_NSKIP=0
+KP_MARK=
+KP_MARK_N=0
+KP_SCRIPT_MARK=
+KP_RESULT=
+KP_OUT=
+KP_STATE=
+KP_CLEANUP_HOOK=
+KP_WAIT_TRIES=${KP_WAIT_TRIES:-300}
+KP_TMP=$(mktemp -d 2>/dev/null || echo /tmp/kpatch-selftest.$$)
+mkdir -p "$KP_TMP" 2>/dev/null
+
+# ------------------------------------------------------------ reporting --
+
+# diag TEXT...: print TEXT as diagnostic lines ("# " before every line)
+diag() {
+	printf '%s\n' "$*" | sed 's/^/# /'
+}
+
+# kmsg TEXT...: write TEXT to the kernel log (KERN_INFO)
+kmsg() {
+	echo "<6>kpatch-selftest: $*" >/dev/kmsg 2>/dev/null || :
+}
+
+# kp_desc TEXT: full one-line description "suite: test case: TEXT"
+kp_desc() {
+	if [ -n "$KP_TEST" ]; then
+		printf '%s: %s: %s' "$KP_SUITE" "$KP_TEST" "$1" | tr '\n\t' '  '
+	else
+		printf '%s: %s' "$KP_SUITE" "$1" | tr '\n\t' '  '
+	fi
+}
+
+# ok DESC / not_ok DESC / skip DESC: report one assertion
+ok() {
+	KP_NPASS=$((KP_NPASS + 1))
+	echo "@@ ok $(kp_desc "$1")"
+	return 0
+}
+
+not_ok() {
+	KP_NFAIL=$((KP_NFAIL + 1))
+	echo "@@ not ok $(kp_desc "$1")"
+	return 1
+}
+
+skip() {
+	KP_NSKIP=$((KP_NSKIP + 1))
+	echo "@@ skip $(kp_desc "$1")"
+	return 0
+}
+
+# bail DESC: a setup step failed; report it and end the script (the EXIT
+# trap cleans up)
+bail() {
+	not_ok "$1"
+	diag "cannot go on without this; giving up on $KP_SUITE"
+	exit 1
+}
+
+# start_test DESC: begin a test case; DESC prefixes its assertions
+start_test() {
+	KP_TEST=$1
+	diag "----- $KP_SUITE: $1"
+	kmsg "$KP_SUITE: $1"
+}
+
+# show_diff EXPECTED ACTUAL: print both, as a diff where possible
+show_diff() {
+	printf '%s\n' "$1" >"$KP_TMP/expected" 2>/dev/null &&
+		printf '%s\n' "$2" >"$KP_TMP/actual" 2>/dev/null &&
+		diff -u "$KP_TMP/expected" "$KP_TMP/actual" >"$KP_TMP/diff" 2>&1
+	if [ -s "$KP_TMP/diff" ]; then
+		diag "$(cat "$KP_TMP/diff")"
+	else
+		diag "expected:" "$1"
+		diag "actual:" "$2"
+	fi
+	rm -f "$KP_TMP/expected" "$KP_TMP/actual" "$KP_TMP/diff"
+}
+
+# check DESC CMD...: ok if CMD succeeds
+check() {
+	_ck_desc=$1
+	shift
+	if "$@"; then
+		ok "$_ck_desc"
+	else
+		not_ok "$_ck_desc"
+		diag "failed: $*"
+		return 1
+	fi
+}
+
+# check_not DESC CMD...: ok if CMD fails
+check_not() {
+	_ckn_desc=$1
+	shift
+	if "$@"; then
+		not_ok "$_ckn_desc"
+		diag "unexpectedly succeeded: $*"
+		return 1
+	else
+		ok "$_ckn_desc"
+	fi
+}
+
+# check_eq DESC EXPECTED ACTUAL: ok if the two strings are equal
+check_eq() {
+	if [ "$2" = "$3" ]; then
+		ok "$1"
+	else
+		not_ok "$1"
+		diag "expected: '$2'"
+		diag "actual:   '$3'"
+		return 1
+	fi
+}
+
+# check_grep DESC ERE TEXT: ok if a line of TEXT matches ERE
+check_grep() {
+	if printf '%s\n' "$3" | grep -Eq -- "$2"; then
+		ok "$1"
+	else
+		not_ok "$1"
+		diag "no line matches: $2" "in:" "$3"
+		return 1
+	fi
+}
+
+# check_no_grep DESC ERE TEXT: ok if no line of TEXT matches ERE
+check_no_grep() {
+	if printf '%s\n' "$3" | grep -Eq -- "$2"; then
+		not_ok "$1"
+		diag "unexpected match for: $2" "in:" "$3"
+		return 1
+	else
+		ok "$1"
+	fi
+}
+
+# nap: sleep a tenth of a second (a second where sleep takes integers only)
+nap() {
+	sleep 0.1 2>/dev/null || sleep 1
+}
+
+# wait_until CMD...: run CMD until it succeeds; fails after
+# KP_WAIT_TRIES tenths of a second
+wait_until() {
+	_wu_i=0
+	while ! "$@"; do
+		_wu_i=$((_wu_i + 1))
+		if [ "$_wu_i" -ge "$KP_WAIT_TRIES" ]; then
+			diag "timed out waiting for: $*"
+			return 1
+		fi
+		nap
+	done
+	return 0
+}
+
+# ----------------------------------------------------------- kernel log --
+
+# log_mark: write a new canary to the kernel log; log_since_mark prints
+# what was logged after it
+log_mark() {
+	KP_MARK_N=$((KP_MARK_N + 1))
+	KP_MARK="kpatch-selftest-mark:$KP_SUITE:$$:$KP_MARK_N:"
+	kmsg "$KP_MARK"
+}
+
+# log_since_mark [MARK]: kernel log lines after the last MARK (default:
+# the latest log_mark)
+log_since_mark() {
+	dmesg | awk -v m="${1:-$KP_MARK}" '
+		index($0, m) { n = 0; found = 1; next }
+		found { line[n++] = $0 }
+		END { for (i = 0; i < n; i++) print line[i] }'
+}
+
+# check_no_splat [MARK]: no BUG/WARNING/Oops/... in the kernel log since
+# MARK (default: the latest log_mark)
+check_no_splat() {
+	_cns_log=$(log_since_mark "${1:-$KP_MARK}")
+	_cns_bad=$(printf '%s\n' "$_cns_log" | grep -E -- "$KP_SPLAT_RE")
+	if [ -z "$_cns_bad" ]; then
+		ok "no kernel splat in the log"
+	else
+		not_ok "no kernel splat in the log"
+		diag "$_cns_log"
+		return 1
+	fi
+}
+
+# -------------------------------------------------------------- modules --
+
+# mod_loaded NAME: is module NAME loaded?
+mod_loaded() {
+	grep -q "^$1 " /proc/modules
+}
+
+# load_mod NAME [PARAM=VALUE...]: insmod $KPATCH_MODDIR/NAME.ko; the
+# output of insmod is in KP_OUT
+load_mod() {
+	_lm_name=$1
+	shift
+	kallsyms_changed
+	diag "% insmod $_lm_name.ko${*:+ $*}"
+	if KP_OUT=$(insmod "$KPATCH_MODDIR/$_lm_name.ko" "$@" 2>&1); then
+		[ -z "$KP_OUT" ] || diag "$KP_OUT"
+		return 0
+	fi
+	diag "$KP_OUT"
+	return 1
+}
+
+# unload_mod NAME: rmmod NAME (one try); the output of rmmod is in KP_OUT
+unload_mod() {
+	kallsyms_changed
+	diag "% rmmod $1"
+	if KP_OUT=$(rmmod "$1" 2>&1); then
+		[ -z "$KP_OUT" ] || diag "$KP_OUT"
+		return 0
+	fi
+	diag "$KP_OUT"
+	return 1
+}
+
+# load_kpatch: insmod kpatch.ko (unless loaded) and wait for its control file
+load_kpatch() {
+	kallsyms_changed
+	if ! mod_loaded kpatch; then
+		diag "% insmod $KPATCH_KO"
+		if ! KP_OUT=$(insmod "$KPATCH_KO" 2>&1); then
+			diag "$KP_OUT"
+			return 1
+		fi
+	fi
+	wait_until test -e "$KP_CONTROL"
+}
+
+# unload_kpatch: rmmod kpatch
+unload_kpatch() {
+	unload_mod kpatch
+}
+
+# setup_modules MOD...: load kpatch.ko ("kpatch") and the named test
+# modules in this order; bail if one fails
+setup_modules() {
+	for _sm_mod in "$@"; do
+		if [ "$_sm_mod" = kpatch ]; then
+			load_kpatch || bail "setup: load kpatch.ko"
+		else
+			load_mod "$_sm_mod" || bail "setup: load $_sm_mod.ko"
+		fi
+	done
+}
+
+# ------------------------------------------------------------- symbols --
+
+# kallsyms: path of a copy of /proc/kallsyms, made on first use after
+# each module load or unload (the kernel formats /proc/kallsyms slowly in
+# an emulated guest)
+kallsyms() {
+	if [ ! -s "$KP_TMP/kallsyms" ]; then
+		cat /proc/kallsyms >"$KP_TMP/kallsyms.new" &&
+			mv "$KP_TMP/kallsyms.new" "$KP_TMP/kallsyms"
+	fi
+	echo "$KP_TMP/kallsyms"
+}
+
+# kallsyms_changed: forget the copy of /proc/kallsyms
+kallsyms_changed() {
+	rm -f "$KP_TMP/kallsyms"
+}
+
+# sym NAME [MODULE]: address of NAME from /proc/kallsyms (16 hex digits),
+# from MODULE's symbols if given ("vmlinux": the kernel's own); fails if
+# not found, hidden or ambiguous
+sym() {
+	_sy_name=$1
+	_sy_mod=${2:-}
+	_sy_addr=$(grep -F -- " $_sy_name" "$(kallsyms)" | awk -v n="$_sy_name" -v m="$_sy_mod" '
+		$3 != n { next }
+		m == "" { print $1; next }
+		m == "vmlinux" { if (NF == 3) print $1; next }
+		$4 == "[" m "]" { print $1 }' | sort -u)
+	_sy_where="$_sy_name${_sy_mod:+ [$_sy_mod]}"
+	case $_sy_addr in
+	"")
+		diag "sym: $_sy_where not in /proc/kallsyms" >&2
+		return 1
+		;;
+	*[!0-9a-f]*)
+		diag "sym: $_sy_where is ambiguous:" "$_sy_addr" >&2
+		return 1
+		;;
+	0000000000000000)
+		diag "sym: $_sy_where: address hidden (kptr_restrict?)" >&2
+		return 1
+		;;
+	esac
+	echo "$_sy_addr"
+}
+
+# sym_type NAME [MODULE]: the kallsyms type letter of NAME
+sym_type() {
+	grep -F -- " $1" "$(kallsyms)" | awk -v n="$1" -v m="${2:-}" '
+		$3 != n { next }
+		m == "" || (m == "vmlinux" && NF == 3) || $4 == "[" m "]" { print $2; exit }'
+}
+
+# addr_add ADDR N: ADDR + N, as 16 lower-case hex digits
+addr_add() {
+	printf '%016x\n' "$((0x$1 + $2))"
+}
+
+# ------------------------------------------------------ control file --
+
+# kp_show STRING: STRING for display: tabs and newlines escaped, long
+# strings shortened
+kp_show() {
+	printf '%s' "$1" | awk 'BEGIN { RS = "\001" } {
+		gsub(/\t/, "\\t"); gsub(/\n/, "\\n")
+		n = length($0)
+		if (n > 150)
+			$0 = substr($0, 1, 150) "...(" n " bytes)"
+		printf "%s", $0
+	}'
+}
+
+# kp_raw STRING: write STRING, exactly, to the control file in one write;
+# KP_RESULT is "OK" or the errno name; succeeds if it is OK
+kp_raw() {
+	diag "% echo \"$(kp_show "$1")\" > $KP_CONTROL"
+	KP_RESULT=$("$KPCTL" "$KP_CONTROL" "$1" 2>&1)
+	diag "$KP_RESULT"
+	[ "$KP_RESULT" = OK ]
+}
+
+# kp CMD...: write the words of CMD, joined by spaces, to the control file
+kp() {
+	kp_raw "$*"
+}
+
+# kp_nocap CMD...: like kp, but without CAP_SYS_MODULE
+kp_nocap() {
+	diag "% kpctl --nocap $KP_CONTROL \"$(kp_show "$*")\""
+	KP_RESULT=$("$KPCTL" --nocap "$KP_CONTROL" "$*" 2>&1)
+	diag "$KP_RESULT"
+	[ "$KP_RESULT" = OK ]
+}
+
+# kp_what STRING: short name of a command for descriptions ("patch p1")
+kp_what() {
+	_kw=$(printf '%s' "$1" | tr '\t\n' '  ' | awk '{ print $1, $2 }')
+	_kw=${_kw% }
+	if [ -z "$_kw" ]; then
+		_kw="(empty)"
+	fi
+	kp_show "$_kw"
+}
+
+# expect_ok CMD...: assert that the command is accepted
+expect_ok() {
+	if kp "$@"; then
+		ok "$(kp_what "$*") -> OK"
+	else
+		not_ok "$(kp_what "$*") -> OK"
+		diag "expected OK, got $KP_RESULT"
+		diag "kernel log:" "$(log_since_mark | tail -n 5)"
+		return 1
+	fi
+}
+
+# expect_errno ERRNO CMD...: assert that the command fails with ERRNO
+expect_errno() {
+	_ee_want=$1
+	shift
+	expect_errno_raw "$_ee_want" "$*"
+}
+
+# expect_errno_raw ERRNO STRING: same for an exact STRING
+expect_errno_raw() {
+	kp_raw "$2"
+	if [ "$KP_RESULT" = "$1" ]; then
+		ok "$(kp_what "$2") -> $1"
+	else
+		not_ok "$(kp_what "$2") -> $1"
+		diag "expected $1, got $KP_RESULT"
+		diag "kernel log:" "$(log_since_mark | tail -n 5)"
+		return 1
+	fi
+}
+
+# unpatch_all: unpatch every patch in the patches file, newest first
+unpatch_all() {
+	[ -r "$KP_PATCHES" ] || return 0
+	# Patch names are single words.
+	# shellcheck disable=SC2013
+	for _ua_name in $(awk '!($1 in s) { s[$1] = 1; a[++n] = $1 }
+			END { for (i = n; i > 0; i--) print a[i] }' "$KP_PATCHES"); do
+		_ua_try=0
+		while ! kp unpatch "$_ua_name" && [ "$KP_RESULT" = EBUSY ] &&
+		      [ "$_ua_try" -lt 20 ]; do
+			_ua_try=$((_ua_try + 1))
+			nap
+		done
+	done
+	[ ! -s "$KP_PATCHES" ]
+}
+
+# ---------------------------------------------------------------- state --
+
+# state_snapshot: everything a refused command must leave unchanged: the
+# patches file, the sysfs tree, ftrace's enabled functions and the
+# reference counts of kpatch and the test modules
+state_snapshot() {
+	echo "== $KP_PATCHES"
+	cat "$KP_PATCHES" 2>&1
+	echo "== ls -R $KP_SYSFS"
+	ls -R "$KP_SYSFS" 2>&1
+	echo "== $TRACEFS/enabled_functions"
+	cat "$TRACEFS/enabled_functions" 2>&1
+	echo "== module refcounts"
+	awk '$1 ~ /^kpatch/ { print $1, $3 }' /proc/modules
+}
+
+# save_state: remember state_snapshot for check_state_unchanged
+save_state() {
+	KP_STATE=$(state_snapshot)
+}
+
+# check_state_unchanged: assert the state equals the one save_state saw
+check_state_unchanged() {
+	_csu_now=$(state_snapshot)
+	if [ "$_csu_now" = "$KP_STATE" ]; then
+		ok "state unchanged"
+	else
+		not_ok "state unchanged"
+		show_diff "$KP_STATE" "$_csu_now"
+		return 1
+	fi
+}
+
+# expect_refused ERRNO CMD...: the command fails with ERRNO and changes
+# nothing
+expect_refused() {
+	_er_want=$1
+	shift
+	expect_refused_raw "$_er_want" "$*"
+}
+
+# expect_refused_raw ERRNO STRING: same for an exact STRING.  Should the
+# command be accepted after all, its patch is removed again, so that one
+# failure does not spoil the cases after it.
+expect_refused_raw() {
+	save_state
+	expect_errno_raw "$1" "$2"
+	check_state_unchanged
+	if [ "$KP_RESULT" = OK ]; then
+		_err_name=$(printf '%s' "$2" | awk '{ print $2; exit }')
+		diag "undoing the accepted command"
+		kp_raw "unpatch $_err_name" >/dev/null
+	fi
+}
+
+# pline NAME OLDSYM OLDADDR NEWSYM NEWADDR STATE: an ERE matching the
+# patches file line for one function (sizes: any non-zero hex number)
+pline() {
+	_pl_size='[+]0x0*[1-9a-f][0-9a-f]*'
+	printf '^%s %s%s %s %s%s %s %s$\n' "$1" \
+		"$(printf '%s' "$2" | sed 's/[.]/[.]/g')" "$_pl_size" "$3" \
+		"$(printf '%s' "$4" | sed 's/[.]/[.]/g')" "$_pl_size" "$5" "$6"
+}
+
+# check_patches DESC [ERE...]: the patches file has exactly one line per
+# ERE, in this order, each matching its ERE (see pline)
+check_patches() {
+	_cp_desc=$1
+	shift
+	_cp_actual=$(cat "$KP_PATCHES" 2>&1)
+	if printf '%s' "$_cp_actual" | awk '
+		BEGIN { for (i = 1; i < ARGC; i++) { p[i] = ARGV[i]; ARGV[i] = "" }
+			n = ARGC - 1; bad = 0 }
+		NR > n || $0 !~ p[NR] { bad = 1 }
+		END { exit (bad || NR != n) }' "$@"; then
+		ok "$_cp_desc"
+	else
+		not_ok "$_cp_desc"
+		if [ $# -eq 0 ]; then
+			diag "expected an empty patches file"
+		else
+			diag "expected lines matching:" "$(printf '%s\n' "$@")"
+		fi
+		diag "actual:" "$_cp_actual"
+		return 1
+	fi
+}
+
+# check_patches_any_order DESC [ERE...]: like check_patches, but the
+# lines may come in any order (the functions of one patch)
+check_patches_any_order() {
+	_cpa_desc=$1
+	shift
+	_cpa_actual=$(cat "$KP_PATCHES" 2>&1)
+	if printf '%s' "$_cpa_actual" | awk '
+		BEGIN { for (i = 1; i < ARGC; i++) { p[i] = ARGV[i]; ARGV[i] = "" }
+			n = ARGC - 1; bad = 0 }
+		{
+			hit = 0
+			for (i = 1; i <= n; i++)
+				if (!used[i] && $0 ~ p[i]) { used[i] = 1; hit = 1; break }
+			if (!hit)
+				bad = 1
+		}
+		END { exit (bad || NR != n) }' "$@"; then
+		ok "$_cpa_desc"
+	else
+		not_ok "$_cpa_desc"
+		diag "expected lines (any order) matching:" "$(printf '%s\n' "$@")"
+		diag "actual:" "$_cpa_actual"
+		return 1
+	fi
+}
+
+# check_sysfs_patches DESC [NAME...]: /sys/kernel/kpatch/patches holds
+# exactly the directories NAME...
+check_sysfs_patches() {
+	_csp_desc=$1
+	shift
+	_csp_want=$(for _csp_n in "$@"; do echo "$_csp_n"; done | sort)
+	_csp_have=$(for _csp_d in "$KP_SYSFS_PATCHES"/*; do
+		[ -e "$_csp_d" ] && basename "$_csp_d"
+	done | sort)
+	if [ "$_csp_want" = "$_csp_have" ]; then
+		for _csp_n in "$@"; do
+			if [ ! -d "$KP_SYSFS_PATCHES/$_csp_n" ]; then
+				not_ok "$_csp_desc"
+				diag "$KP_SYSFS_PATCHES/$_csp_n is not a directory"
+				return 1
+			fi
+		done
+		ok "$_csp_desc"
+	else
+		not_ok "$_csp_desc"
+		show_diff "$_csp_want" "$_csp_have"
+		return 1
+	fi
+}
+
+# ftrace_enabled FUNC: does ftrace's enabled_functions list FUNC?
+ftrace_enabled() {
+	grep -q "^$1[ 	]" "$TRACEFS/enabled_functions"
+}
+
+# target_values: what kpatch_test_target's functions return ("a=1 b=2")
+target_values() {
+	cat "$TARGET_VALUES" 2>&1
+}
+
+# modparam MOD PARAM: value of a module parameter
+modparam() {
+	cat "/sys/module/$1/parameters/$2" 2>&1
+}
+
+# modparam_is MOD PARAM VALUE: is the module parameter VALUE?
+modparam_is() {
+	[ "$(modparam "$1" "$2")" = "$3" ]
+}
+
+# modparam_positive MOD PARAM: is the module parameter a number > 0?
+modparam_positive() {
+	_mp_v=$(modparam "$1" "$2")
+	case $_mp_v in
+	"" | *[!0-9]*) return 1 ;;
+	esac
+	[ "$_mp_v" -gt 0 ]
+}
+
+# taint_value: /proc/sys/kernel/tainted
+taint_value() {
+	cat /proc/sys/kernel/tainted
+}
+
+# taint_livepatch_set: is TAINT_LIVEPATCH (bit 15, 32768, 'K') set?
+taint_livepatch_set() {
+	[ $(($(taint_value) & 32768)) -ne 0 ]
+}
+
+# -------------------------------------------------------------- cleanup --
+
+# cleanup: unpatch everything and unload the test modules and kpatch.ko;
+# a not-ok line for whatever could not be cleaned up (the next script
+# expects a clean slate)
+cleanup() {
+	_cl_bad=0
+	if ! unpatch_all; then
+		not_ok "cleanup: every patch removed"
+		diag "left over:" "$(cat "$KP_PATCHES" 2>&1)"
+		_cl_bad=1
+	fi
+	_cl_pass=0
+	while [ "$_cl_pass" -lt 20 ]; do
+		_cl_left=
+		for _cl_mod in $KP_TEST_MODULES kpatch; do
+			mod_loaded "$_cl_mod" || continue
+			unload_mod "$_cl_mod" >/dev/null 2>&1 ||
+				_cl_left="$_cl_left $_cl_mod"
+		done
+		[ -n "$_cl_left" ] || break
+		_cl_pass=$((_cl_pass + 1))
+		nap
+	done
+	if [ -n "$_cl_left" ]; then
+		not_ok "cleanup: modules unloaded"
+		diag "still loaded:$_cl_left"
+		diag "$(grep '^kpatch' /proc/modules)"
+		_cl_bad=1
+	fi
+	return "$_cl_bad"
+}
+
+kp_exit() {
+	_ke_rc=$?
+	trap - EXIT
+	KP_TEST=
+	if [ -n "$KP_CLEANUP_HOOK" ]; then
+		$KP_CLEANUP_HOOK
+	fi
+	diag "----- $KP_SUITE: cleanup"
+	cleanup
+	check_no_splat "$KP_SCRIPT_MARK"
+	rm -rf "$KP_TMP"
+	diag "$KP_SUITE: done ($KP_NPASS ok, $KP_NFAIL not ok, $KP_NSKIP skipped)"
+	if [ "$KP_NFAIL" -ne 0 ]; then
+		exit 1
+	fi
+	exit "$_ke_rc"
+}
+
+trap kp_exit EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+log_mark
+KP_SCRIPT_MARK=$KP_MARK
+
+# A script that died without cleaning up leaves its mess to the next one.
+if mod_loaded kpatch || grep -q '^kpatch_test_' /proc/modules; then
+	diag "modules left loaded by an earlier script:" \
+		"$(grep '^kpatch' /proc/modules)"
+	cleanup >/dev/null 2>&1
+fi
+command -v "$KPCTL" >/dev/null 2>&1 || [ -x "$KPCTL" ] ||
+	bail "setup: kpctl helper ($KPCTL) exists"

@@ -1,0 +1,111 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# test-api.sh - patches registered by a patch module through
+# kpatch_register(): kpatch_test_api redirects kpatch_test_target's
+# kpatch_test_value_a() (1) to its own function (31), and with which=ab
+# also kpatch_test_value_b() (2 -> 32).  The patch is named after the
+# module, is listed and pinned like any other, is removed with
+# "unpatch kpatch_test_api", and with replace=1 removes the other patches.
+#
+# shellcheck source-path=SCRIPTDIR source=functions.sh
+. "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
+
+setup_modules kpatch kpatch_test_target kpatch_test_new
+cmd=$(sym cmdline_proc_show vmlinux) || bail "setup: find cmdline_proc_show"
+cmd1=$(sym kpatch_test_cmdline_v1 kpatch_test_new) || bail "setup: find kpatch_test_cmdline_v1"
+a=$(sym kpatch_test_value_a kpatch_test_target) || bail "setup: find kpatch_test_value_a"
+b=$(sym kpatch_test_value_b kpatch_test_target) || bail "setup: find kpatch_test_value_b"
+a1=$(sym kpatch_test_value_a_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_a_v1"
+b1=$(sym kpatch_test_value_b_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_b_v1"
+orig=$(cat /proc/cmdline)
+
+# api_line FUNC STATE: patches file line of kpatch_test_api for a or b
+api_line() {
+	if [ "$1" = a ]; then
+		_old=$a
+	else
+		_old=$b
+	fi
+	pline kpatch_test_api "kpatch_test_target:kpatch_test_value_$1" "$_old" \
+		"kpatch_test_api:kpatch_test_api_value_$1" \
+		"$(sym "kpatch_test_api_value_$1" kpatch_test_api)" "$2"
+}
+
+# load_api [PARAMS]: load kpatch_test_api, an ok/not ok line
+load_api() {
+	check "insmod kpatch_test_api${*:+ $*} succeeds" load_mod kpatch_test_api "$@"
+}
+
+start_test "register without replace"
+log_mark
+check_eq "precondition: original values" "a=1 b=2" "$(target_values)"
+load_api
+check_eq "kpatch_test_api_value_a runs" "a=31 b=2" "$(target_values)"
+check_patches "listed under the module name" "$(api_line a active)"
+check_sysfs_patches "sysfs directory kpatch_test_api" kpatch_test_api
+check_not "rmmod kpatch_test_api refused while enabled" unload_mod kpatch_test_api
+check_eq "patch still in effect" "a=31 b=2" "$(target_values)"
+check_patches "patch still listed" "$(api_line a active)"
+expect_ok unpatch kpatch_test_api
+check_eq "original values" "a=1 b=2" "$(target_values)"
+check_patches "patches file is empty"
+check_sysfs_patches "sysfs directory removed"
+check "rmmod kpatch_test_api succeeds after unpatch" unload_mod kpatch_test_api
+check_no_splat
+
+start_test "register with replace"
+log_mark
+expect_ok patch dbg1 "$cmd" "$cmd1"
+expect_ok patch dbg2 "$b" "$b1"
+check_eq "precondition: dbg1 in effect" "kpatch-test v1" "$(cat /proc/cmdline)"
+check_eq "precondition: dbg2 in effect" "a=1 b=21" "$(target_values)"
+load_api replace=1
+check_eq "api patch in effect, dbg2 gone" "a=31 b=2" "$(target_values)"
+check_eq "dbg1 gone" "$orig" "$(cat /proc/cmdline)"
+check_patches "only the api patch is listed" "$(api_line a active)"
+check_sysfs_patches "only kpatch_test_api in sysfs" kpatch_test_api
+expect_ok unpatch kpatch_test_api
+check "rmmod kpatch_test_api succeeds after unpatch" unload_mod kpatch_test_api
+check_eq "original values" "a=1 b=2" "$(target_values)"
+check_no_splat
+
+start_test "register on top of a debugfs patch"
+log_mark
+expect_ok patch dbg3 "$a" "$a1"
+check_eq "precondition: dbg3 in effect" "a=11 b=2" "$(target_values)"
+load_api
+check_eq "api patch wins" "a=31 b=2" "$(target_values)"
+check_patches "dbg3 shadowed, api patch active" \
+	"$(pline dbg3 kpatch_test_target:kpatch_test_value_a "$a" \
+		kpatch_test_new:kpatch_test_value_a_v1 "$a1" shadowed)" \
+	"$(api_line a active)"
+expect_ok unpatch kpatch_test_api
+check_eq "dbg3 uncovered" "a=11 b=2" "$(target_values)"
+check "rmmod kpatch_test_api succeeds after unpatch" unload_mod kpatch_test_api
+expect_ok unpatch dbg3
+check_eq "original values" "a=1 b=2" "$(target_values)"
+check_no_splat
+
+start_test "register two functions"
+log_mark
+load_api which=ab
+check_eq "both functions patched" "a=31 b=32" "$(target_values)"
+check_patches_any_order "two lines under the module name" \
+	"$(api_line a active)" "$(api_line b active)"
+expect_ok unpatch kpatch_test_api
+check_eq "both functions restored" "a=1 b=2" "$(target_values)"
+check "rmmod kpatch_test_api succeeds after unpatch" unload_mod kpatch_test_api
+check_no_splat
+
+start_test "registration refused when the name is in use"
+log_mark
+expect_ok patch kpatch_test_api "$b" "$b1"
+save_state
+check_not "insmod kpatch_test_api fails" load_mod kpatch_test_api
+check_grep "insmod reports EEXIST" '[Ee]xists' "$KP_OUT"
+check_not "kpatch_test_api is not loaded" mod_loaded kpatch_test_api
+check_state_unchanged
+check_eq "only the debugfs patch in effect" "a=1 b=21" "$(target_values)"
+expect_ok unpatch kpatch_test_api
+check_no_splat

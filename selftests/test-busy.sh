@@ -1,0 +1,74 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# test-busy.sh - the stack check.  kpatch_test_busy's kthread
+# "kpatch_busy" sleeps inside kpatch_test_busy_fn(); patching that
+# function fails with EBUSY, changes nothing, and logs one line naming
+# the function and the task.  A patch that includes it among other
+# functions fails as a whole.  Once the thread has left the function the
+# same patch applies, and the thread's next call runs the new function.
+#
+# shellcheck source-path=SCRIPTDIR source=functions.sh
+. "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
+
+BUSY_PARAMS=/sys/module/kpatch_test_busy/parameters
+
+setup_modules kpatch kpatch_test_target kpatch_test_new kpatch_test_busy
+fn=$(sym kpatch_test_busy_fn kpatch_test_busy) || bail "setup: find kpatch_test_busy_fn"
+fn_new=$(sym kpatch_test_busy_fn_new kpatch_test_busy) ||
+	bail "setup: find kpatch_test_busy_fn_new"
+a=$(sym kpatch_test_value_a kpatch_test_target) || bail "setup: find kpatch_test_value_a"
+a1=$(sym kpatch_test_value_a_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_a_v1"
+wait_until modparam_is kpatch_test_busy state 1 ||
+	bail "setup: kpatch_busy thread waits in kpatch_test_busy_fn"
+pid=$(modparam kpatch_test_busy pid)
+
+# busy_param NAME VALUE: write a kpatch_test_busy parameter
+busy_param() {
+	diag "% echo $2 > $BUSY_PARAMS/$1"
+	echo "$2" >"$BUSY_PARAMS/$1"
+}
+
+start_test "function on a task's stack"
+check_eq "precondition: the thread is kpatch_busy" kpatch_busy \
+	"$(cat "/proc/$pid/comm" 2>&1)"
+log_mark
+expect_refused EBUSY patch busy1 "$fn" "$fn_new"
+msgs=$(log_since_mark)
+diag "kernel log:" "$msgs"
+check_grep "kernel log names the function and the task" \
+	"kpatch_test_busy_fn[+].*pid $pid \\(kpatch_busy\\)|pid $pid \\(kpatch_busy\\).*kpatch_test_busy_fn[+]" \
+	"$msgs"
+check_eq "exactly one log line names the task" 1 \
+	"$(printf '%s\n' "$msgs" | grep -c "pid $pid (kpatch_busy)")"
+check_eq "thread still in kpatch_test_busy_fn" 1 "$(modparam kpatch_test_busy state)"
+check_eq "new function never ran" 0 "$(modparam kpatch_test_busy new_calls)"
+check_no_splat
+
+start_test "busy function among others"
+log_mark
+expect_refused EBUSY patch busy2 "$a" "$a1" "$fn" "$fn_new"
+check_eq "the other function is not patched either" "a=1 b=2" "$(target_values)"
+check_no_splat
+
+start_test "after the thread left the function"
+log_mark
+busy_param release 1
+check "the thread leaves kpatch_test_busy_fn" \
+	wait_until modparam_is kpatch_test_busy state 2
+expect_ok patch busy3 "$fn" "$fn_new"
+check_patches "patch listed as active" \
+	"$(pline busy3 kpatch_test_busy:kpatch_test_busy_fn "$fn" \
+		kpatch_test_busy:kpatch_test_busy_fn_new "$fn_new" active)"
+busy_param again 1
+check "the thread calls kpatch_test_busy_fn again" \
+	wait_until modparam_is kpatch_test_busy again N
+check_eq "the call ran the new function" 1 "$(modparam kpatch_test_busy new_calls)"
+check_eq "the old function did not run again" 1 "$(modparam kpatch_test_busy old_calls)"
+expect_ok unpatch busy3
+busy_param again 1
+check "the thread calls kpatch_test_busy_fn once more" \
+	wait_until modparam_is kpatch_test_busy again N
+check_eq "after unpatch the old function runs" 2 "$(modparam kpatch_test_busy old_calls)"
+check_eq "and the new one does not" 1 "$(modparam kpatch_test_busy new_calls)"
+check_no_splat

@@ -1,0 +1,192 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# test-errors.sh - the control file's parser and checks.  Every malformed
+# or invalid command fails with the documented errno (EINVAL, EEXIST,
+# ENOENT) and changes nothing: not the patches file, not sysfs, not
+# ftrace's enabled functions, not the module reference counts.  The edge
+# cases that must be accepted are accepted: a 63-character name, every
+# allowed name character, tabs, a trailing newline, "0x" prefixes, a
+# command of exactly 4096 bytes.
+#
+# A patch "base" stays enabled throughout, so "unchanged" covers a
+# non-empty state, and a refused command must not disturb it.
+#
+# shellcheck source-path=SCRIPTDIR source=functions.sh
+. "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
+
+setup_modules kpatch kpatch_test_target kpatch_test_new
+cmd=$(sym cmdline_proc_show vmlinux) || bail "setup: find cmdline_proc_show"
+a=$(sym kpatch_test_value_a kpatch_test_target) || bail "setup: find kpatch_test_value_a"
+b=$(sym kpatch_test_value_b kpatch_test_target) || bail "setup: find kpatch_test_value_b"
+a1=$(sym kpatch_test_value_a_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_a_v1"
+b1=$(sym kpatch_test_value_b_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_b_v1"
+b2=$(sym kpatch_test_value_b_v2 kpatch_test_new) || bail "setup: find kpatch_test_value_b_v2"
+notrace=$(sym kpatch_test_value_notrace kpatch_test_target) ||
+	bail "setup: find kpatch_test_value_notrace"
+kdata=$(sym init_task vmlinux) || bail "setup: find init_task"
+# Some read-only data object of the kernel with a unique name, preferably
+# not a linker-made marker (__start_..., __stop_...).
+rodata_name=$(awk 'NF == 3 && ($2 == "r" || $2 == "R") { n[$3]++ }
+	END {
+		for (s in n) if (n[s] == 1 && s !~ /^__/) { print s; exit }
+		for (s in n) if (n[s] == 1) { print s; exit }
+	}' "$(kallsyms)")
+krodata=$(sym "$rodata_name" vmlinux) || bail "setup: find kernel read-only data"
+tdata=$(sym kpatch_test_target_data kpatch_test_target) ||
+	bail "setup: find kpatch_test_target_data"
+ndata=$(sym kpatch_test_new_data kpatch_test_new) || bail "setup: find kpatch_test_new_data"
+
+# blanks N: N spaces
+blanks() {
+	head -c "$1" /dev/zero | tr '\0' ' '
+}
+
+# refused DESC ERRNO CMD...: a test case: CMD fails with ERRNO, no change
+refused() {
+	start_test "$1"
+	shift
+	expect_refused "$@"
+}
+
+# refused_raw DESC ERRNO STRING: the same for an exact STRING
+refused_raw() {
+	start_test "$1"
+	expect_refused_raw "$2" "$3"
+}
+
+base_line=$(pline base kpatch_test_target:kpatch_test_value_a "$a" \
+	kpatch_test_new:kpatch_test_value_a_v1 "$a1" active)
+b1_line() {
+	pline "$1" kpatch_test_target:kpatch_test_value_b "$b" \
+		kpatch_test_new:kpatch_test_value_b_v1 "$b1" active
+}
+
+start_test "setup"
+log_mark
+expect_ok patch base "$a" "$a1" || bail "setup: patch base"
+check_eq "base in effect" "a=11 b=2" "$(target_values)"
+
+start_test "preconditions"
+check_grep "init_task is kernel data" '^[dDbB]$' "$(sym_type init_task vmlinux)"
+check_grep "$rodata_name is kernel read-only data" '^[rR]$' \
+	"$(sym_type "$rodata_name" vmlinux)"
+check_grep "kpatch_test_target_data is module data" '^[dDbB]$' \
+	"$(sym_type kpatch_test_target_data kpatch_test_target)"
+check_grep "kpatch_test_new_data is module data" '^[dDbB]$' \
+	"$(sym_type kpatch_test_new_data kpatch_test_new)"
+filters=$(cat "$TRACEFS/available_filter_functions" 2>&1)
+check_grep "kpatch_test_value_b is traceable" '^kpatch_test_value_b ' "$filters"
+check_no_grep "kpatch_test_value_notrace is not traceable" \
+	'^kpatch_test_value_notrace ' "$filters"
+unset filters
+
+# ---------------------------------------------------------------- EINVAL
+tab=$(printf '\t')
+nl='
+'
+name63=$(printf '%063d' 0 | tr 0 n)
+name64=${name63}n
+
+refused_raw "empty command" EINVAL ""
+refused_raw "newline only" EINVAL "$nl"
+refused_raw "blanks only" EINVAL "  $tab $nl"
+refused "unknown verb" EINVAL frobnicate e1 "$b" "$b1"
+refused "verb in capitals" EINVAL PATCH e1 "$b" "$b1"
+refused "patch without a name" EINVAL patch
+refused "replace without a name" EINVAL replace
+refused "unpatch without a name" EINVAL unpatch
+refused "name of 64 characters" EINVAL patch "$name64" "$b" "$b1"
+refused "name with a dot" EINVAL patch bad.name "$b" "$b1"
+refused "name with a slash" EINVAL patch bad/name "$b" "$b1"
+refused "name with a colon" EINVAL patch bad:name "$b" "$b1"
+refused "name with a non-ASCII byte" EINVAL patch "bad$(printf '\351')name" "$b" "$b1"
+refused "unpatch with a bad name" EINVAL unpatch bad.name
+refused "no addresses" EINVAL patch e1
+refused "one address" EINVAL patch e1 "$b"
+refused "three addresses" EINVAL patch e1 "$b" "$b1" "$cmd"
+refused "OLD not hex" EINVAL patch e1 xyz "$b1"
+refused "OLD is 0x alone" EINVAL patch e1 0x "$b1"
+refused "OLD with trailing garbage" EINVAL patch e1 "${b}g" "$b1"
+refused "OLD with 0x twice" EINVAL patch e1 "0x0x$b" "$b1"
+refused "OLD negative" EINVAL patch e1 -1 "$b1"
+refused "OLD of 17 digits (overflow)" EINVAL patch e1 "1$b" "$b1"
+refused "NEW not hex" EINVAL patch e1 "$b" zz
+refused "OLD zero" EINVAL patch e1 0 "$b1"
+refused "OLD not a function start (+1)" EINVAL patch e1 "$(addr_add "$b" 1)" "$b1"
+refused "OLD at the ftrace call site (+4)" EINVAL patch e1 "$(addr_add "$b" 4)" "$b1"
+refused "OLD in kernel data" EINVAL patch e1 "$kdata" "$b1"
+refused "OLD in kernel read-only data" EINVAL patch e1 "$krodata" "$b1"
+refused "OLD in module data" EINVAL patch e1 "$tdata" "$b1"
+refused "OLD not traceable (notrace)" EINVAL patch e1 "$notrace" "$b1"
+refused "NEW zero" EINVAL patch e1 "$b" 0
+refused "NEW not a function start (+1)" EINVAL patch e1 "$b" "$(addr_add "$b1" 1)"
+refused "NEW in module data" EINVAL patch e1 "$b" "$ndata"
+refused "NEW in kernel read-only data" EINVAL patch e1 "$b" "$krodata"
+refused "the same OLD twice" EINVAL patch e1 "$b" "$b1" "$b" "$b2"
+refused "the same OLD twice, once with 0x" EINVAL patch e1 "$b" "$b1" "0x$b" "$b2"
+refused "the same OLD twice in replace" EINVAL replace e1 "$b" "$b1" "$b" "$b2"
+long="patch long $b $b1"
+long="patch long$(blanks $((4097 - ${#long} + 1)))$b $b1"
+refused_raw "command of 4097 bytes (${#long})" EINVAL "$long"
+
+# ------------------------------------------------------- EEXIST, ENOENT
+refused "patch with a name in use" EEXIST patch base "$b" "$b1"
+refused "replace with a name in use" EEXIST replace base "$b" "$b1"
+refused "unpatch of an unknown name" ENOENT unpatch nosuch
+start_test "unpatch twice"
+expect_ok patch e2 "$b" "$b1"
+expect_ok unpatch e2
+expect_refused ENOENT unpatch e2
+
+# ------------------------------------------------------------ accepted
+start_test "name of 63 characters"
+expect_ok patch "$name63" "$b" "$b1"
+check_patches "listed under its name" "$base_line" "$(b1_line "$name63")"
+check_sysfs_patches "sysfs directory under its name" base "$name63"
+expect_ok unpatch "$name63"
+
+start_test "every allowed name character"
+expect_ok patch AZaz09_- "$b" "$b1"
+check_patches "listed under its name" "$base_line" "$(b1_line AZaz09_-)"
+expect_ok unpatch AZaz09_-
+
+start_test "tabs between words"
+kp_raw "patch${tab}tabs$tab$b$tab$b1"
+check_eq "patch with tabs -> OK" OK "$KP_RESULT"
+check_patches "listed" "$base_line" "$(b1_line tabs)"
+kp_raw "unpatch${tab}tabs"
+check_eq "unpatch with a tab -> OK" OK "$KP_RESULT"
+
+start_test "trailing newline"
+kp_raw "patch nl $b $b1$nl"
+check_eq "patch with a newline -> OK" OK "$KP_RESULT"
+check_eq "in effect" "a=11 b=21" "$(target_values)"
+check_patches "listed" "$base_line" "$(b1_line nl)"
+kp_raw "unpatch nl$nl"
+check_eq "unpatch with a newline -> OK" OK "$KP_RESULT"
+
+start_test "0x prefixes"
+expect_ok patch hex "0x$b" "0x$b1"
+check_patches "listed with plain addresses" "$base_line" "$(b1_line hex)"
+expect_ok unpatch hex
+expect_ok patch hex1 "0x$b" "$b1"
+check_patches "one prefixed address: listed" "$base_line" "$(b1_line hex1)"
+expect_ok unpatch hex1
+
+start_test "command of exactly 4096 bytes"
+long="patch long $b $b1"
+long="patch long$(blanks $((4096 - ${#long} + 1)))$b $b1"
+diag "length: ${#long}"
+kp_raw "$long"
+check_eq "4096-byte patch -> OK" OK "$KP_RESULT"
+check_patches "listed" "$base_line" "$(b1_line long)"
+expect_ok unpatch long
+
+start_test "after all"
+check_eq "base still in effect" "a=11 b=2" "$(target_values)"
+check_patches "only base listed" "$base_line"
+check_sysfs_patches "only base in sysfs" base
+expect_ok unpatch base
+check_eq "original values" "a=1 b=2" "$(target_values)"
+check_no_splat

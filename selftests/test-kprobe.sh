@@ -1,0 +1,63 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# test-kprobe.sh - conflicts with other ftrace users that modify the
+# instruction pointer.  A kprobe with a post_handler on an ftrace site is
+# armed with FTRACE_OPS_FL_IPMODIFY, like kpatch's redirection; the two
+# cannot share a function.  Kprobe first: the patch fails with EBUSY.
+# Patch first: loading kpatch_test_kprobe fails with EBUSY.  Nothing
+# changes either way.  A kprobe without a post_handler coexists with the
+# patch and still fires.
+#
+# shellcheck source-path=SCRIPTDIR source=functions.sh
+. "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
+
+setup_modules kpatch kpatch_test_new
+cmd=$(sym cmdline_proc_show vmlinux) || bail "setup: find cmdline_proc_show"
+cmd1=$(sym kpatch_test_cmdline_v1 kpatch_test_new) || bail "setup: find kpatch_test_cmdline_v1"
+orig=$(cat /proc/cmdline)
+
+start_test "kprobe first"
+log_mark
+check "insmod kpatch_test_kprobe succeeds" load_mod kpatch_test_kprobe func=cmdline_proc_show
+check "precondition: cmdline_proc_show is in enabled_functions" \
+	ftrace_enabled cmdline_proc_show
+expect_refused EBUSY patch kp1 "$cmd" "$cmd1"
+check_eq "/proc/cmdline unchanged" "$orig" "$(cat /proc/cmdline)"
+check "rmmod kpatch_test_kprobe succeeds" unload_mod kpatch_test_kprobe
+expect_ok patch kp1 "$cmd" "$cmd1"
+check_eq "without the kprobe the patch applies" "kpatch-test v1" "$(cat /proc/cmdline)"
+check_no_splat
+
+start_test "patch first"
+log_mark
+save_state
+check_not "insmod kpatch_test_kprobe fails" load_mod kpatch_test_kprobe func=cmdline_proc_show
+check_grep "insmod reports EBUSY" '[Bb]usy' "$KP_OUT"
+check_not "kpatch_test_kprobe is not loaded" mod_loaded kpatch_test_kprobe
+check_state_unchanged
+check_eq "patch still in effect" "kpatch-test v1" "$(cat /proc/cmdline)"
+check_no_splat
+
+start_test "kprobe without post_handler after the patch"
+log_mark
+check "insmod kpatch_test_kprobe post=0 succeeds" \
+	load_mod kpatch_test_kprobe func=cmdline_proc_show post=0
+check_eq "patch still in effect" "kpatch-test v1" "$(cat /proc/cmdline)"
+check_grep "the kprobe fired" '^[1-9]' "$(modparam kpatch_test_kprobe hits)"
+check "rmmod kpatch_test_kprobe succeeds" unload_mod kpatch_test_kprobe
+expect_ok unpatch kp1
+check_eq "/proc/cmdline restored" "$orig" "$(cat /proc/cmdline)"
+check_no_splat
+
+start_test "kprobe without post_handler before the patch"
+log_mark
+check "insmod kpatch_test_kprobe post=0 succeeds" \
+	load_mod kpatch_test_kprobe func=cmdline_proc_show post=0
+expect_ok patch kp2 "$cmd" "$cmd1"
+check_eq "patch in effect" "kpatch-test v1" "$(cat /proc/cmdline)"
+check_grep "the kprobe fired" '^[1-9]' "$(modparam kpatch_test_kprobe hits)"
+expect_ok unpatch kp2
+check_eq "/proc/cmdline restored" "$orig" "$(cat /proc/cmdline)"
+check "rmmod kpatch_test_kprobe succeeds" unload_mod kpatch_test_kprobe
+check_no_splat

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Functions shared between the kpatch selftest modules.
+ *
+ * kpatch_test_target.ko holds the "old" functions the selftests patch;
+ * kpatch_test_new.ko holds their replacements; kpatch_test_busy.ko holds
+ * a function kept on a kthread's stack and its replacement.  Every version
+ * of the value functions returns a distinct value, so the shell sees which
+ * one runs:
+ *
+ *	kpatch_test_value_a:  1   (v1: 11, v2: 12, v3: 13)
+ *	kpatch_test_value_b:  2   (v1: 21, v2: 22)
+ */
+#ifndef _KPATCH_TEST_H
+#define _KPATCH_TEST_H
+
+struct seq_file;
+
+/* kpatch_test_target.ko */
+int kpatch_test_value_a(void);
+int kpatch_test_value_b(void);
+int kpatch_test_value_notrace(void);
+
+/* kpatch_test_new.ko */
+int kpatch_test_cmdline_v1(struct seq_file *m, void *v);
+int kpatch_test_cmdline_v2(struct seq_file *m, void *v);
+int kpatch_test_cmdline_v3(struct seq_file *m, void *v);
+int kpatch_test_value_a_v1(void);
+int kpatch_test_value_a_v2(void);
+int kpatch_test_value_a_v3(void);
+int kpatch_test_value_b_v1(void);
+int kpatch_test_value_b_v2(void);
+
+/* kpatch_test_busy.ko */
+void kpatch_test_busy_fn(void);
+void kpatch_test_busy_fn_new(void);
+
+#endif /* _KPATCH_TEST_H */

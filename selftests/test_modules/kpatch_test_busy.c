@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kpatch_test_busy - a function that stays on a task's stack, for the
+ * kpatch selftests' stack check.
+ *
+ * On load a kthread named "kpatch_busy" (its pid is in the "pid"
+ * parameter) calls kpatch_test_busy_fn(), which sleeps in a loop until 1
+ * is written to the "release" parameter.  While it waits, patching
+ * kpatch_test_busy_fn must fail with EBUSY.  The "state" parameter reads
+ * 1 while the thread is inside kpatch_test_busy_fn() and 2 once it has
+ * left it; the thread then sleeps in its main loop until module exit.
+ *
+ * Writing 1 to "again" makes the thread call kpatch_test_busy_fn() once
+ * more (it returns at once, "release" being set) and then clear "again".
+ * "old_calls" and "new_calls" count the calls that ran
+ * kpatch_test_busy_fn() and its replacement kpatch_test_busy_fn_new(), so
+ * after a successful patch "again" shows that the new function runs.
+ */
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/compiler.h>
+#include <linux/err.h>
+#include <linux/kthread.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/sched.h>
+
+#include "kpatch_test.h"
+
+#define KPATCH_BUSY_IN_FN	1
+#define KPATCH_BUSY_LEFT_FN	2
+
+static bool release;
+module_param(release, bool, 0644);
+MODULE_PARM_DESC(release, "1 lets the thread leave kpatch_test_busy_fn()");
+
+static bool again;
+module_param(again, bool, 0644);
+MODULE_PARM_DESC(again, "1 makes the thread call kpatch_test_busy_fn() again");
+
+static int state;
+module_param(state, int, 0444);
+MODULE_PARM_DESC(state, "0 starting, 1 in kpatch_test_busy_fn(), 2 left it");
+
+static int pid;
+module_param(pid, int, 0444);
+MODULE_PARM_DESC(pid, "pid of the kpatch_busy thread");
+
+static int old_calls;
+module_param(old_calls, int, 0444);
+MODULE_PARM_DESC(old_calls, "completed calls of kpatch_test_busy_fn()");
+
+static int new_calls;
+module_param(new_calls, int, 0444);
+MODULE_PARM_DESC(new_calls, "calls of kpatch_test_busy_fn_new()");
+
+static struct task_struct *kpatch_busy_task;
+
+noinline void kpatch_test_busy_fn(void)
+{
+	WRITE_ONCE(state, KPATCH_BUSY_IN_FN);
+	while (!READ_ONCE(release) && !kthread_should_stop())
+		schedule_timeout_interruptible(HZ / 20);
+	WRITE_ONCE(old_calls, old_calls + 1);
+}
+EXPORT_SYMBOL_GPL(kpatch_test_busy_fn);
+
+noinline void kpatch_test_busy_fn_new(void)
+{
+	WRITE_ONCE(new_calls, new_calls + 1);
+}
+EXPORT_SYMBOL_GPL(kpatch_test_busy_fn_new);
+
+static int kpatch_busy_thread(void *data)
+{
+	kpatch_test_busy_fn();
+	WRITE_ONCE(state, KPATCH_BUSY_LEFT_FN);
+
+	while (!kthread_should_stop()) {
+		if (READ_ONCE(again)) {
+			kpatch_test_busy_fn();
+			WRITE_ONCE(state, KPATCH_BUSY_LEFT_FN);
+			WRITE_ONCE(again, false);
+		}
+		schedule_timeout_interruptible(HZ / 20);
+	}
+	return 0;
+}
+
+static int __init kpatch_test_busy_init(void)
+{
+	struct task_struct *t;
+
+	t = kthread_run(kpatch_busy_thread, NULL, "kpatch_busy");
+	if (IS_ERR(t))
+		return PTR_ERR(t);
+	kpatch_busy_task = t;
+	pid = task_pid_nr(t);
+	return 0;
+}
+
+static void __exit kpatch_test_busy_exit(void)
+{
+	WRITE_ONCE(release, true);
+	kthread_stop(kpatch_busy_task);
+}
+
+module_init(kpatch_test_busy_init);
+module_exit(kpatch_test_busy_exit);
+
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("kpatch selftest: a function kept on a kthread's stack");

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kpatch_test_kprobe - a kprobe on the function named by "func", for the
+ * kpatch selftests' ftrace IPMODIFY conflict tests.
+ *
+ * With post=1 (the default) the kprobe has a post_handler, so kprobes
+ * arms it through an ftrace_ops with FTRACE_OPS_FL_IPMODIFY, which cannot
+ * share a function with kpatch's redirection: whichever comes second is
+ * refused with EBUSY.  Module init returns register_kprobe()'s error, so
+ * insmod fails with EBUSY when kpatch already redirects the function.
+ * With post=0 the kprobe only has a pre_handler and coexists with kpatch.
+ * "hits" counts pre_handler calls.
+ */
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/compiler.h>
+#include <linux/kprobes.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+
+static char *func = "cmdline_proc_show";
+module_param(func, charp, 0444);
+MODULE_PARM_DESC(func, "symbol to probe (default cmdline_proc_show)");
+
+static bool post = true;
+module_param(post, bool, 0444);
+MODULE_PARM_DESC(post, "give the kprobe a post_handler (default 1)");
+
+static unsigned long hits;
+module_param(hits, ulong, 0444);
+MODULE_PARM_DESC(hits, "number of pre_handler calls");
+
+static int kpatch_test_kprobe_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	WRITE_ONCE(hits, READ_ONCE(hits) + 1);
+	return 0;
+}
+
+static void kpatch_test_kprobe_post(struct kprobe *p, struct pt_regs *regs,
+				    unsigned long flags)
+{
+}
+
+static struct kprobe kpatch_test_kp = {
+	.pre_handler = kpatch_test_kprobe_pre,
+};
+
+static int __init kpatch_test_kprobe_init(void)
+{
+	int ret;
+
+	kpatch_test_kp.symbol_name = func;
+	if (post)
+		kpatch_test_kp.post_handler = kpatch_test_kprobe_post;
+
+	ret = register_kprobe(&kpatch_test_kp);
+	if (ret) {
+		pr_info("register_kprobe(%s) failed: %d\n", func, ret);
+		return ret;
+	}
+	return 0;
+}
+
+static void __exit kpatch_test_kprobe_exit(void)
+{
+	unregister_kprobe(&kpatch_test_kp);
+}
+
+module_init(kpatch_test_kprobe_init);
+module_exit(kpatch_test_kprobe_exit);
+
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("kpatch selftest: kprobe for ftrace IPMODIFY conflicts");

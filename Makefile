@@ -2,17 +2,39 @@
 #
 # make                  build kpatch.ko for the running kernel
 # make KDIR=<dir>       build it against another kernel's build directory
+# make KVER=<version>   the same, for /lib/modules/<version>/build
+# make install          install kpatch.ko into /lib/modules/<version>/extra
+# make uninstall        remove it again
 # make demo             show a live patch in a VM (installs what it needs)
 # make check            run the whole test suite in VMs on every test kernel
+# make lint             review gates: checkpatch, sparse, W=1, shellcheck
 # make clean
 
+ifdef KDIR
+KVER ?= $(shell cat $(KDIR)/include/config/kernel.release)
+else
 KVER ?= $(shell uname -r)
-KDIR ?= /lib/modules/$(KVER)/build
+KDIR := /lib/modules/$(KVER)/build
+endif
+
+# Sign on install only when the kernel's signing key is there (distribution
+# headers ship without it).
+MODSIGN ?= $(if $(wildcard $(KDIR)/certs/signing_key.pem \
+			   $(KDIR)/output/signing_key.pem),,CONFIG_MODULE_SIG_ALL=)
 
 all: modules
 
 modules:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+
+install: modules
+	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_DIR=extra $(MODSIGN) \
+		modules_install
+	depmod -a $(KVER)
+
+uninstall:
+	rm -f /lib/modules/$(KVER)/extra/kpatch.ko*
+	depmod -a $(KVER)
 
 clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) clean
@@ -25,4 +47,8 @@ check:
 	selftests/testbed.sh setup
 	selftests/testbed.sh run
 
-.PHONY: all modules clean demo check
+lint:
+	selftests/testbed.sh setup
+	selftests/lint.sh
+
+.PHONY: all modules install uninstall clean demo check lint

@@ -1558,5 +1558,6 @@ static void __exit kpatch_exit(void)
 module_init(kpatch_init);
 module_exit(kpatch_exit);
 MODULE_DESCRIPTION("kpatch: replace kernel functions in a running kernel");
+MODULE_VERSION("0.1.0");
 MODULE_AUTHOR("kpatch developers");
 MODULE_LICENSE("GPL");

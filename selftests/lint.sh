@@ -1,0 +1,120 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# lint.sh - review gates; any finding fails the run.
+#
+#   checkpatch.pl --strict (from Debian's linux-source package) on kpatch.c,
+#     kpatch.h, the test modules and kpctl.c
+#   sparse (make C=2) and W=1 builds of kpatch.ko and the test modules, on
+#     every kernel of the test bed (selftests/testbed.sh setup lists them)
+#   ShellCheck on every shell script
+#   one version string in kpatch.c, dkms.conf, README.md, Documentation.txt
+#
+# Installs what it needs.  Run from anywhere; `make lint` runs it.
+
+set -euo pipefail
+
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CACHE=${KPATCH_CACHE:-/var/cache/kpatch-testbed}
+failures=0
+
+log() { echo "lint: $*" >&2; }
+fail() {
+	log "FAIL: $*"
+	failures=$((failures + 1))
+}
+
+need() { # need PACKAGE...: install the Debian packages that are missing
+	local missing=() p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
+			missing+=("$p")
+	done
+	((${#missing[@]} == 0)) && return
+	log "installing ${missing[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >&2 ||
+		{ apt-get update -q >&2 &&
+		  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >&2; }
+}
+
+# checkpatch.pl and the data files it reads, from linux-source-6.1, cached.
+checkpatch() {
+	local dir=$CACHE/checkpatch
+	if [[ ! -x $dir/scripts/checkpatch.pl ]]; then
+		need linux-source-6.1
+		rm -rf "$dir" && mkdir -p "$dir"
+		tar -xJf /usr/src/linux-source-6.1.tar.xz -C "$dir" \
+			--strip-components=1 \
+			linux-source-6.1/scripts/checkpatch.pl \
+			linux-source-6.1/scripts/spelling.txt \
+			linux-source-6.1/scripts/const_structs.checkpatch
+	fi
+	echo "$dir/scripts/checkpatch.pl"
+}
+
+gate_checkpatch() {
+	local cp f out
+	cp=$(checkpatch)
+	for f in "$SRC"/kpatch.c "$SRC"/kpatch.h "$SRC"/selftests/kpctl.c \
+		 "$SRC"/selftests/test_modules/*.[ch]; do
+		out=$(perl "$cp" --no-tree --strict --quiet -f "$f" 2>&1) ||
+			{ echo "$out"; fail "checkpatch: ${f#"$SRC"/}"; }
+	done
+}
+
+# build_gate KVER FLAGS: build kpatch.ko and the test modules with FLAGS in a
+# scratch copy; any compiler or sparse diagnostic is a finding.
+build_gate() {
+	local kver=$1 flags=$2 kdir=/lib/modules/$1/build dir out
+	dir=$(mktemp -d)
+	cp "$SRC"/{kpatch.c,kpatch.h,Kbuild} "$dir/"
+	cp -r "$SRC"/selftests/test_modules "$dir/"
+	out=$( { make -C "$kdir" M="$dir" "$flags" modules &&
+		 make -C "$kdir" M="$dir/test_modules" "$flags" \
+			KBUILD_EXTRA_SYMBOLS="$dir/Module.symvers" modules; } 2>&1) ||
+		{ echo "$out" | tail -20; fail "build $kver $flags"; }
+	if grep -E '(warning|error):' <<<"$out"; then
+		fail "$kver $flags: diagnostics above"
+	fi
+	rm -rf "$dir"
+}
+
+gate_builds() {
+	local kver
+	need sparse
+	[[ -s $CACHE/kernels.list ]] || { fail "no kernels: run testbed.sh setup"; return; }
+	while read -r kver; do
+		build_gate "$kver" "W=1"
+		build_gate "$kver" "C=2"
+	done <"$CACHE/kernels.list"
+}
+
+gate_shellcheck() {
+	need shellcheck
+	shellcheck -x "$SRC"/selftests/testbed.sh "$SRC"/selftests/lint.sh \
+		"$SRC"/.ci/run || fail "shellcheck (bash scripts)"
+	(cd "$SRC/selftests" && shellcheck -s sh -x functions.sh test-*.sh \
+		demo.sh guest-init.sh) || fail "shellcheck (guest scripts)"
+}
+
+gate_version() {
+	local v f
+	v=$(sed -n 's/^MODULE_VERSION("\(.*\)");$/\1/p' "$SRC/kpatch.c")
+	[[ -n $v ]] || { fail "no MODULE_VERSION in kpatch.c"; return; }
+	grep -qx "PACKAGE_VERSION=\"$v\"" "$SRC/dkms.conf" ||
+		fail "dkms.conf PACKAGE_VERSION is not $v"
+	for f in README.md Documentation.txt; do
+		grep -qF "$v" "$SRC/$f" || fail "$f does not mention version $v"
+	done
+}
+
+gate_checkpatch
+gate_builds
+gate_shellcheck
+gate_version
+
+if ((failures)); then
+	log "$failures gate(s) failed"
+	exit 1
+fi
+log "all gates passed"

@@ -527,7 +527,7 @@ static int notrace kpatch_state_finish(int state, unsigned long ip)
 }
 
 #ifdef ftrace_regs_set_instruction_pointer
-/* Newer kernels (6.12 here): ftrace_regs is opaque, set through accessors. */
+/* Newer kernels (6.12, 7.x here): ftrace_regs is opaque, use accessors. */
 #define kpatch_set_ip(fregs, addr) ftrace_regs_set_instruction_pointer(fregs, addr)
 #elif defined(CONFIG_DYNAMIC_FTRACE_WITH_ARGS)
 /* 6.1: the same accessor under its older name. */
@@ -624,8 +624,15 @@ static unsigned long kpatch_ftrace_ip(unsigned long addr)
 #ifdef CONFIG_X86_KERNEL_IBT
 	u32 insn;
 
+	/*
+	 * The test of is_endbr(), open-coded: 6.1 and 6.12 have it inline
+	 * taking the instruction, newer kernels (7.x here) take a pointer and
+	 * do not export it.  gen_endbr() and gen_endbr_poison() are inline
+	 * in all of them.
+	 */
 	if (!copy_from_kernel_nofault(&insn, (void *)addr, sizeof(insn)) &&
-	    is_endbr(insn))
+	    (insn == gen_endbr_poison() ||
+	     (insn & ~0x01000000U) == gen_endbr()))	/* ENDBR32 -> ENDBR64 */
 		return addr + ENDBR_INSN_SIZE;
 #endif
 	return addr;
@@ -740,7 +747,7 @@ static bool kpatch_kernel_text(unsigned long addr)
 
 static bool kpatch_module_text(struct module *mod, unsigned long addr)
 {
-/* 6.4 split module memory by type (6.12 here); 6.1 has one core layout. */
+/* 6.4 split module memory by type (6.12, 7.x here); 6.1 has one layout. */
 #ifdef for_each_mod_mem_type
 	unsigned long base = (unsigned long)mod->mem[MOD_TEXT].base;
 	unsigned long size = mod->mem[MOD_TEXT].size;

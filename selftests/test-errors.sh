@@ -25,9 +25,23 @@ b2=$(sym kpatch_test_value_b_v2 kpatch_test_new) || bail "setup: find kpatch_tes
 notrace=$(sym kpatch_test_value_notrace kpatch_test_target) ||
 	bail "setup: find kpatch_test_value_notrace"
 kdata=$(sym init_task vmlinux) || bail "setup: find init_task"
+# The kernel's data and read-only data are told by address, not by the
+# kallsyms type letter: 6.1 and 6.12 give vmlinux data its section's letter,
+# 7.x does not (init_task shows as T there).
+sdata=$(sym _sdata vmlinux) || bail "setup: find _sdata"
+edata=$(sym _edata vmlinux) || bail "setup: find _edata"
+srodata=$(sym __start_rodata vmlinux) || bail "setup: find __start_rodata"
+erodata=$(sym __end_rodata vmlinux) || bail "setup: find __end_rodata"
+# in_range ADDR LO HI: LO <= ADDR < HI (all 16 hex digits)
+in_range() {
+	[ "$(printf '%s\n' "$2" "$1" | sort | head -n 1)" = "$2" ] &&
+		[ "$(printf '%s\n' "$1" "$3" | sort | head -n 1)" = "$1" ] &&
+		[ "$1" != "$3" ]
+}
 # Some read-only data object of the kernel with a unique name, preferably
 # not a linker-made marker (__start_..., __stop_...).
-rodata_name=$(awk 'NF == 3 && ($2 == "r" || $2 == "R") { n[$3]++ }
+rodata_name=$(awk -v lo="$srodata" -v hi="$erodata" '
+	NF == 3 && ($1 "") >= (lo "") && ($1 "") < (hi "") { n[$3]++ }
 	END {
 		for (s in n) if (n[s] == 1 && s !~ /^__/) { print s; exit }
 		for (s in n) if (n[s] == 1) { print s; exit }
@@ -68,9 +82,9 @@ expect_ok patch base "$a" "$a1" || bail "setup: patch base"
 check_eq "base in effect" "a=11 b=2" "$(target_values)"
 
 start_test "preconditions"
-check_grep "init_task is kernel data" '^[dDbB]$' "$(sym_type init_task vmlinux)"
-check_grep "$rodata_name is kernel read-only data" '^[rR]$' \
-	"$(sym_type "$rodata_name" vmlinux)"
+check "init_task is kernel data" in_range "$kdata" "$sdata" "$edata"
+check "$rodata_name is kernel read-only data" \
+	in_range "$krodata" "$srodata" "$erodata"
 check_grep "kpatch_test_target_data is module data" '^[dDbB]$' \
 	"$(sym_type kpatch_test_target_data kpatch_test_target)"
 check_grep "kpatch_test_new_data is module data" '^[dDbB]$' \

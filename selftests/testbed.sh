@@ -8,10 +8,14 @@
 #   testbed.sh setup              install packages, headers and guest kernels
 #   testbed.sh build KVER OUTDIR  build kpatch.ko, test modules, kpctl for KVER
 #   testbed.sh run [KVER...]      build + boot + test (default: all kernels)
+#   testbed.sh kmake KVER TREE ARG...  make -C KVER's headers ARG..., in the
+#                                 unstable chroot for its kernel (TREE, the
+#                                 dir with the sources, is shown there)
 #   testbed.sh demo               boot the first kernel and run demo.sh
 #
 # Environment:
 #   KPATCH_CACHE         cache dir (default /var/cache/kpatch-testbed)
+#                        (chroot/unstable: Debian unstable, for its kernel)
 #   KPATCH_TEST_TIMEOUT  seconds per kernel for `run` (default 1200)
 #   KPATCH_DEMO_TIMEOUT  seconds for `demo` (default 180)
 #
@@ -33,11 +37,17 @@ APT_SOURCES_DIR=${KPATCH_APT_SOURCES_DIR:-/etc/apt/sources.list.d}
 BACKPORTS_SOURCES=$APT_SOURCES_DIR/kpatch-testbed-backports.sources
 
 PACKAGES=(qemu-system-x86 busybox-static cpio gzip gcc make libc6-dev libelf-dev
-	coreutils util-linux)
+	coreutils util-linux debootstrap)
 META=linux-image-amd64
 # Suites that make up the "6.1" (default) and the "6.12" (backports) kernel.
 SUITES_STABLE='bookworm|bookworm-security|bookworm-updates'
 SUITES_BPO='bookworm-backports'
+# The newest kernel is Debian unstable's.  Its headers need a newer compiler
+# and libc than bookworm's, so it is built in an unstable chroot (debootstrap,
+# minbase) kept in the cache; sparse is there for lint.sh.
+SID_SUITE=unstable
+SID_ROOT=$CACHE/chroot/$SID_SUITE
+SID_PACKAGES=gcc,make,sparse
 
 # Console patterns that fail a kernel's run.  "WARNING:" only at the start of a
 # message: boot-time mitigation notices contain "... : WARNING: ..." too.
@@ -163,28 +173,145 @@ resolve_kernels() {
 	done
 }
 
+# fetch_kernel KVER [ROOT]: vmlinuz (and config) of KVER from its Debian
+# package, found with the apt of chroot ROOT if given.  From 7.x the vmlinuz
+# is in linux-binary-KVER at usr/lib/modules/KVER/vmlinuz, and the config
+# only in the headers.
 fetch_kernel() {
-	local kver=$1 dir=$CACHE/kernels/$1 debs tmp
+	local kver=$1 root=${2:-} dir=$CACHE/kernels/$1 debs tmp pkg vmlinuz config
 	[[ -s $dir/vmlinuz ]] && return 0
+	pkg=linux-image-$kver
+	if [[ -n $root ]] && in_root "$root" apt-cache show "linux-binary-$kver" >/dev/null 2>&1; then
+		pkg=linux-binary-$kver
+	fi
 	shopt -s nullglob
-	debs=("$CACHE"/debs/linux-image-"$kver"_*.deb "$CACHE"/linux-image-"$kver"_*.deb)
+	debs=("$CACHE"/debs/"$pkg"_*.deb "$CACHE"/"$pkg"_*.deb)
 	shopt -u nullglob
 	if ((${#debs[@]} == 0)); then
 		mkdir -p "$CACHE/debs"
-		log "apt-get download linux-image-$kver"
-		(cd "$CACHE/debs" && apt-get download -q -o APT::Sandbox::User=root "linux-image-$kver" >&2)
-		debs=("$CACHE"/debs/linux-image-"$kver"_*.deb)
+		log "apt-get download $pkg"
+		if [[ -n $root ]]; then
+			# shellcheck disable=SC2016 # expanded in the chroot
+			in_root "$root" sh -ec 'cd /var/cache/apt/archives
+				apt-get download -q -o APT::Sandbox::User=root "$0"' "$pkg" >&2
+			mv "$root"/var/cache/apt/archives/"$pkg"_*.deb "$CACHE/debs/"
+		else
+			(cd "$CACHE/debs" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >&2)
+		fi
+		debs=("$CACHE"/debs/"$pkg"_*.deb)
 	fi
 	log "extracting vmlinuz from ${debs[0]}"
 	tmp=$(mktemp -d "$CACHE/tmp.XXXXXX")
-	# Only ./boot: the full tree (modules) is ~0.5 GB and not needed.
-	dpkg-deb --fsys-tarfile "${debs[0]}" | tar -x -C "$tmp" ./boot
-	[[ -s $tmp/boot/vmlinuz-$kver ]] || { rm -rf "$tmp"; die "no boot/vmlinuz-$kver in ${debs[0]}"; }
+	# Only the kernel: the full tree (modules) is ~0.5 GB and not needed.
+	dpkg-deb --fsys-tarfile "${debs[0]}" |
+		tar -x -C "$tmp" --wildcards --no-wildcards-match-slash \
+			'./boot/*' "./usr/lib/modules/$kver/vmlinuz" 2>/dev/null || true
+	for vmlinuz in "$tmp/boot/vmlinuz-$kver" "$tmp/usr/lib/modules/$kver/vmlinuz" ''; do
+		[[ -s $vmlinuz ]] && break
+	done
+	[[ -n $vmlinuz ]] || { rm -rf "$tmp"; die "no vmlinuz for $kver in ${debs[0]}"; }
+	config=$tmp/boot/config-$kver
+	[[ -e $config ]] || config=$root/usr/src/linux-headers-$kver/.config
 	mkdir -p "$dir"
-	cp "$tmp/boot/config-$kver" "$dir/config"
-	cp "$tmp/boot/vmlinuz-$kver" "$dir/vmlinuz.tmp"
+	cp "$config" "$dir/config"
+	cp "$vmlinuz" "$dir/vmlinuz.tmp"
 	mv "$dir/vmlinuz.tmp" "$dir/vmlinuz"
 	rm -rf "$tmp"
+}
+
+# in_root ROOT CMD...: run CMD in chroot ROOT, with its /proc (objtool reads
+# it) mounted in a private mount namespace that ends with CMD.
+in_root() {
+	local root=$1
+	shift
+	# shellcheck disable=SC2016 # expanded by that sh
+	unshare -m --propagation private sh -ec \
+		'mount -t proc proc "$0/proc"; exec chroot "$0" "$@"' "$root" \
+		env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C \
+		DEBIAN_FRONTEND=noninteractive "$@"
+}
+
+# Creates (once) and updates the unstable chroot, installs the headers of
+# unstable's kernel in it and fetches that kernel.  Prints "KVER SUITE VER".
+setup_unstable() {
+	local uri start conf sources stamp=$SID_ROOT/.kpatch-apt-updated ver kver
+	uri=$(debian_mirror)
+	[[ -n $uri ]] || die "no URIs: for suite bookworm in $APT_SOURCES_DIR/debian.sources"
+	if [[ ! -e $SID_ROOT/.kpatch-testbed ]]; then
+		start=$SECONDS
+		log "creating the $SID_SUITE chroot $SID_ROOT ($uri)"
+		rm -rf "$SID_ROOT.tmp"
+		mkdir -p "${SID_ROOT%/*}"
+		debootstrap --variant=minbase --include="$SID_PACKAGES" \
+			"$SID_SUITE" "$SID_ROOT.tmp" "$uri" >&2 ||
+			die "debootstrap $SID_SUITE failed (see $SID_ROOT.tmp/debootstrap/debootstrap.log)"
+		touch "$SID_ROOT.tmp/.kpatch-testbed"
+		rm -rf "$SID_ROOT"
+		mv "$SID_ROOT.tmp" "$SID_ROOT"
+		rm -f "$stamp"
+		log "$SID_SUITE chroot created in $((SECONDS - start))s"
+	fi
+	# The host's mirror and its apt policy on expired Release files (a
+	# snapshot mirror's are), so the chroot reaches what the host reaches.
+	sources="deb $uri $SID_SUITE main"
+	if [[ $(cat "$SID_ROOT/etc/apt/sources.list" 2>/dev/null) != "$sources" ]]; then
+		echo "$sources" >"$SID_ROOT/etc/apt/sources.list"
+		rm -f "$stamp"
+	fi
+	conf=$(apt-config dump --format '%v%n' Acquire::Check-Valid-Until)
+	if [[ -n $conf ]]; then
+		echo "Acquire::Check-Valid-Until \"$conf\";" \
+			>"$SID_ROOT/etc/apt/apt.conf.d/99kpatch-testbed"
+	fi
+	# Unstable moves: take its newest kernel, with lists at most a day old.
+	if [[ -z $(find "$stamp" -mmin -1440 2>/dev/null) ]]; then
+		log "apt-get update ($SID_SUITE chroot)"
+		in_root "$SID_ROOT" apt-get update -q >&2
+		touch "$stamp"
+	fi
+	ver=$(in_root "$SID_ROOT" apt-cache show --no-all-versions "$META" 2>/dev/null |
+		sed -n 's/^Version: //p')
+	kver=$(in_root "$SID_ROOT" apt-cache show --no-all-versions "$META" 2>/dev/null | awk '
+		/^Depends:/ {
+			for (i = 2; i <= NF; i++)
+				if ($i ~ /^linux-image-/) {
+					sub(/,$/, "", $i)
+					print substr($i, 13)
+					exit
+				}
+		}')
+	[[ $kver =~ ^[0-9][0-9A-Za-z.+~_-]*$ ]] || die "cannot resolve $META in $SID_SUITE"
+	# shellcheck disable=SC2016 # a dpkg-query format
+	if [[ $(in_root "$SID_ROOT" dpkg-query -W -f='${db:Status-Abbrev}' \
+		"linux-headers-$kver" 2>/dev/null) != ii* ]] ||
+	   [[ ! -e $SID_ROOT/lib/modules/$kver/build/Makefile ]]; then
+		start=$SECONDS
+		log "installing linux-headers-$kver in the $SID_SUITE chroot"
+		in_root "$SID_ROOT" apt-get install -y -q --no-install-recommends \
+			"linux-headers-$kver" >&2
+		in_root "$SID_ROOT" apt-get clean
+		log "headers installed in $((SECONDS - start))s"
+	fi
+	# Debian's 7.x headers lack scripts/checker-valid.sh, without which
+	# kbuild skips sparse on C=2 (lint.sh): a stand-in that accepts the
+	# checker when it runs cleanly on a trivial file.
+	local scripts
+	scripts=$(sed -n 's|^include \(/.*\)/Makefile$|\1/scripts|p' \
+		"$SID_ROOT/lib/modules/$kver/build/Makefile")
+	scripts=${scripts:+$SID_ROOT$scripts}
+	if [[ -d $scripts && ! -e $scripts/checker-valid.sh ]]; then
+		cat >"$scripts/checker-valid.sh" <<-'EOF'
+			#!/bin/sh
+			# Added by kpatch's selftests/testbed.sh (missing from the package).
+			f=$(mktemp --suffix=.c) || exit 1
+			echo 'int kpatch_checker_valid(void);' >"$f"
+			if out=$("$@" "$f" 2>&1) && [ -z "$out" ]; then echo 1; else echo 0; fi
+			rm -f "$f"
+		EOF
+		chmod 755 "$scripts/checker-valid.sh"
+	fi
+	fetch_kernel "$kver" "$SID_ROOT"
+	echo "$kver $SID_SUITE $ver"
 }
 
 cmd_setup() {
@@ -225,6 +352,7 @@ cmd_setup() {
 	while read -r kver _; do
 		fetch_kernel "$kver"
 	done <<<"$kernels"
+	kernels+=$'\n'$(setup_unstable)
 
 	awk '{print $1}' <<<"$kernels" >"$CACHE/kernels.list.tmp"
 	mv "$CACHE/kernels.list.tmp" "$CACHE/kernels.list"
@@ -235,11 +363,46 @@ cmd_setup() {
 
 # ---------------------------------------------------------------- build ----
 
+# kernel_root KVER: "" when the host has KVER's headers, the chroot when it
+# has them, else fails.
+kernel_root() {
+	if [[ -e /lib/modules/$1/build/Makefile ]]; then
+		echo
+	elif [[ -e $SID_ROOT/lib/modules/$1/build/Makefile ]]; then
+		echo "$SID_ROOT"
+	else
+		return 1
+	fi
+}
+
+# kmake KVER TREE ARG...: make -C KVER's build dir ARG...; in the chroot
+# that has the headers, TREE is bind-mounted at the same path in it.
+kmake() {
+	local kver=$1 tree=$2 root
+	shift 2
+	root=$(kernel_root "$kver") ||
+		die "no headers for $kver in /lib/modules/$kver/build or $SID_ROOT (run: $SELF setup)"
+	if [[ -z $root ]]; then
+		make -C "/lib/modules/$kver/build" "$@"
+		return
+	fi
+	tree=$(realpath "$tree")
+	mkdir -p "$root$tree"
+	local rc=0
+	# shellcheck disable=SC2016 # expanded by that sh
+	unshare -m --propagation private sh -ec \
+		'mount -t proc proc "$0/proc"; mount --bind "$1" "$0$1"; shift
+		 exec chroot "$0" "$@"' "$root" "$tree" \
+		env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C \
+		make -C "/lib/modules/$kver/build" "$@" || rc=$?
+	rmdir "$root$tree" 2>/dev/null || true
+	return "$rc"
+}
+
 cmd_build() {
 	(($# == 2)) || usage
 	local kver=$1 out=$2
-	local kdir=/lib/modules/$kver/build
-	[[ -e $kdir/Makefile ]] || die "no headers for $kver in $kdir (run: $SELF setup)"
+	kernel_root "$kver" >/dev/null || die "no headers for $kver (run: $SELF setup)"
 	[[ -e $SRC/kpatch.c ]] || die "$SRC/kpatch.c not found"
 	out=$(realpath -m "$out")
 	case $out/ in
@@ -261,7 +424,7 @@ cmd_build() {
 	jobs=$(nproc)
 
 	log "building kpatch.ko for $kver in $out"
-	make -C "$kdir" M="$out" W=1 -j"$jobs" modules 2>&1 | tee "$blog" >&2
+	kmake "$kver" "$out" M="$out" W=1 -j"$jobs" modules 2>&1 | tee "$blog" >&2
 	if grep -i 'warning:' "$blog" >&2; then
 		die "kpatch.ko build for $kver printed warnings (W=1)"
 	fi
@@ -270,7 +433,7 @@ cmd_build() {
 	if [[ -d $SRC/selftests/test_modules ]]; then
 		log "building test modules for $kver"
 		cp -r "$SRC/selftests/test_modules" "$out/test_modules"
-		make -C "$kdir" M="$out/test_modules" W=1 -j"$jobs" \
+		kmake "$kver" "$out" M="$out/test_modules" W=1 -j"$jobs" \
 			KBUILD_EXTRA_SYMBOLS="$out/Module.symvers" modules 2>&1 |
 			tee "$out/build-test_modules.log" >&2
 	fi
@@ -498,6 +661,7 @@ case $cmd in
 setup) cmd_setup "$@" ;;
 build) cmd_build "$@" ;;
 run) cmd_run "$@" ;;
+kmake) (($# >= 2)) || usage; kmake "$@" ;;
 demo) cmd_demo "$@" ;;
 *) usage ;;
 esac

@@ -14,7 +14,21 @@
 #ifndef _KPATCH_TEST_H
 #define _KPATCH_TEST_H
 
+#include <linux/compiler.h>
+
 struct seq_file;
+
+/*
+ * Return @v from a value function so that its callers cannot know it.
+ * noinline alone does not stop GCC (16, the 7.x kernel's compiler) from
+ * propagating a constant return value into a caller in the same file,
+ * which then prints the old value whichever version ran.
+ */
+static __always_inline int kpatch_test_opaque(int v)
+{
+	OPTIMIZER_HIDE_VAR(v);
+	return v;
+}
 
 /* kpatch_test_target.ko */
 int kpatch_test_value_a(void);

@@ -23,6 +23,7 @@
 #include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/preempt.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 
@@ -78,7 +79,18 @@ static int kpatch_stress_thread(void *data)
 	unsigned int i = 0;
 
 	while (!kthread_should_stop()) {
-		int v = kpatch_test_value_a();
+		int v;
+
+		/*
+		 * Only preemptible outside the call, as on a kernel with
+		 * voluntary preemption (6.1, 6.12): on a fully preemptible one
+		 * (7.x, PREEMPT_LAZY) stop_machine() would find this thread
+		 * inside the function or the ftrace trampoline so often that an
+		 * unpatch is refused (EBUSY) for many tries in a row.
+		 */
+		preempt_disable();
+		v = kpatch_test_value_a();
+		preempt_enable();
 
 		if (v == old_value)
 			n_old++;

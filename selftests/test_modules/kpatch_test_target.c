@@ -29,26 +29,28 @@ static int kpatch_test_target_data __used = 0x4b50;
 /*
  * The barrier() keeps the compiler from treating these functions as
  * const and folding or hoisting calls to them: every call must reach
- * the function entry, where ftrace can redirect it.
+ * the function entry, where ftrace can redirect it.  kpatch_test_opaque()
+ * keeps values_get() from using the constant instead of what the call
+ * returned.
  */
 noinline int kpatch_test_value_a(void)
 {
 	barrier();
-	return 1;
+	return kpatch_test_opaque(1);
 }
 EXPORT_SYMBOL_GPL(kpatch_test_value_a);
 
 noinline int kpatch_test_value_b(void)
 {
 	barrier();
-	return 2;
+	return kpatch_test_opaque(2);
 }
 EXPORT_SYMBOL_GPL(kpatch_test_value_b);
 
 noinline notrace int kpatch_test_value_notrace(void)
 {
 	barrier();
-	return 3;
+	return kpatch_test_opaque(3);
 }
 EXPORT_SYMBOL_GPL(kpatch_test_value_notrace);
 

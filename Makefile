@@ -8,6 +8,7 @@
 # make demo             show a live patch in a VM (installs what it needs)
 # make check            run the whole test suite in VMs on every test kernel
 # make lint             review gates: checkpatch, sparse, W=1, shellcheck
+# make bench            measure kpatch under icount in VMs on every test kernel
 # make clean
 
 ifdef KDIR
@@ -51,4 +52,8 @@ lint:
 	selftests/testbed.sh setup
 	selftests/lint.sh
 
-.PHONY: all modules install uninstall clean demo check lint
+bench:
+	selftests/testbed.sh setup
+	selftests/testbed.sh bench
+
+.PHONY: all modules install uninstall clean demo check lint bench

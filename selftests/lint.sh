@@ -57,7 +57,8 @@ gate_checkpatch() {
 	local cp f out
 	cp=$(checkpatch)
 	for f in "$SRC"/kpatch.c "$SRC"/kpatch.h "$SRC"/selftests/kpctl.c \
-		 "$SRC"/selftests/test_modules/*.[ch]; do
+		 "$SRC"/selftests/test_modules/*.[ch] \
+		 "$SRC"/selftests/bench/*.[ch]; do
 		out=$(perl "$cp" --no-tree --strict --quiet -f "$f" 2>&1) ||
 			{ echo "$out"; fail "checkpatch: ${f#"$SRC"/}"; }
 	done
@@ -96,9 +97,10 @@ gate_builds() {
 gate_shellcheck() {
 	need shellcheck
 	shellcheck -x "$SRC"/selftests/testbed.sh "$SRC"/selftests/lint.sh \
+		"$SRC"/selftests/bench/bench.sh "$SRC"/selftests/bench/gen-funcs.sh \
 		"$SRC"/.ci/run || fail "shellcheck (bash scripts)"
 	(cd "$SRC/selftests" && shellcheck -s sh -x functions.sh test-*.sh \
-		demo.sh guest-init.sh) ||
+		demo.sh guest-init.sh bench/guest-bench.sh) ||
 		fail "shellcheck (guest scripts)"
 }
 

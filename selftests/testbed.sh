@@ -12,6 +12,7 @@
 #                                 unstable chroot for its kernel (TREE, the
 #                                 dir with the sources, is shown there)
 #   testbed.sh demo               boot the first kernel and run demo.sh
+#   testbed.sh bench [KVER...]    benchmarks under icount (selftests/bench/)
 #
 # Environment:
 #   KPATCH_CACHE         cache dir (default /var/cache/kpatch-testbed)
@@ -654,6 +655,11 @@ cmd_demo() {
 	return "$rc"
 }
 
+# Benchmarks: their own guests and init, see selftests/bench/bench.sh.
+cmd_bench() {
+	exec "$SRC/selftests/bench/bench.sh" "$@"
+}
+
 (($# >= 1)) || usage
 cmd=$1
 shift
@@ -663,5 +669,6 @@ build) cmd_build "$@" ;;
 run) cmd_run "$@" ;;
 kmake) (($# >= 2)) || usage; kmake "$@" ;;
 demo) cmd_demo "$@" ;;
+bench) cmd_bench "$@" ;;
 *) usage ;;
 esac

@@ -1,0 +1,232 @@
+#!/bin/bash
+# Host side of `make bench`: measure kpatch in QEMU guests under icount.
+#
+#   bench.sh [KVER...]    every kernel of the test bed by default
+#
+# For each kernel: build kpatch.ko (testbed.sh build) and the bench modules
+# (kpatch_bench.ko with gen-funcs.sh's generated functions,
+# kpatch_bench_lp.ko), boot the kernel with
+# -icount shift=0,sleep=off -smp 1 so that one guest ns is one guest
+# instruction (nokaslr: module addresses, hence kpatch's hash chains, stay
+# the same from boot to boot), run guest-bench.sh, print markdown tables and write
+# $KPATCH_CACHE/bench/<kver>.csv.  At the end, gnuplot draws
+# $KPATCH_CACHE/bench/window.png (stop_machine window vs tasks).
+#
+# Environment:
+#   KPATCH_CACHE          cache dir (default /var/cache/kpatch-testbed)
+#   KPATCH_BENCH_FUNCS    generated functions (default 1000)
+#   KPATCH_BENCH_TIMEOUT  seconds per guest (default 900)
+
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRC=$(cd "$HERE/../.." && pwd -P)
+TESTBED=$SRC/selftests/testbed.sh
+CACHE=${KPATCH_CACHE:-/var/cache/kpatch-testbed}
+OUT=$CACHE/bench
+NFUNCS=${KPATCH_BENCH_FUNCS:-1000}
+TIMEOUT=${KPATCH_BENCH_TIMEOUT:-900}
+
+export LC_ALL=C
+
+log() { echo "bench: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+QEMU_PID=
+kill_guest() {
+	if [[ -n $QEMU_PID ]] && kill -0 "$QEMU_PID" 2>/dev/null; then
+		kill "$QEMU_PID" 2>/dev/null || true
+		wait "$QEMU_PID" 2>/dev/null || true
+	fi
+	QEMU_PID=
+}
+trap kill_guest EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# build KVER DIR: kpatch.ko in DIR/kpatch, bench modules in DIR/bench
+build() {
+	local kver=$1 dir=$2
+	KPATCH_CACHE=$CACHE "$TESTBED" build "$kver" "$dir/kpatch" >"$dir/build.log" 2>&1 ||
+		{ tail -n 30 "$dir/build.log" >&2; die "kpatch build for $kver failed"; }
+	rm -rf "$dir/bench"
+	mkdir -p "$dir/bench"
+	cp "$HERE"/Kbuild "$HERE"/*.c "$HERE"/*.h "$dir/bench/"
+	rm "$dir/bench/kpbench-apply.c"
+	cp "$SRC/kpatch.h" "$dir/"
+	"$HERE/gen-funcs.sh" "$NFUNCS" "$dir/bench/kpatch_bench_funcs.c"
+	log "building bench modules for $kver"
+	KPATCH_CACHE=$CACHE "$TESTBED" kmake "$kver" "$dir" M="$dir/bench" W=1 \
+		-j"$(nproc)" KBUILD_EXTRA_SYMBOLS="$dir/kpatch/Module.symvers" modules \
+		>"$dir/build-bench.log" 2>&1 ||
+		{ tail -n 30 "$dir/build-bench.log" >&2; die "bench build for $kver failed"; }
+	if grep -i 'warning:' "$dir/build-bench.log" >&2; then
+		die "bench modules for $kver printed warnings (W=1)"
+	fi
+	gcc -static -O2 -Wall -Werror -o "$dir/kpbench-apply" "$HERE/kpbench-apply.c"
+}
+
+make_initramfs() {
+	local dir=$1 root=$1/initramfs
+	rm -rf "$root"
+	mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,tmp,root,kpatch}
+	if ldd /bin/busybox >/dev/null 2>&1; then die "/bin/busybox is not static"; fi
+	cp /bin/busybox "$root/bin/busybox"
+	ln -s busybox "$root/bin/sh"
+	mknod -m 600 "$root/dev/console" c 5 1
+	install -m 755 "$HERE/guest-bench.sh" "$root/init"
+	cp "$dir/kpatch/kpatch.ko" "$dir/bench/kpatch_bench.ko" \
+		"$dir/bench/kpatch_bench_lp.ko" "$root/kpatch/"
+	cp "$dir/kpbench-apply" "$root/bin/"
+	(cd "$root" && find . -print0 | sort -z |
+		cpio --null -o -H newc --owner=0:0 --quiet) | gzip -6 >"$dir/initramfs.gz"
+}
+
+boot() {
+	local kver=$1 dir=$2 rc=0 start=$SECONDS
+	rm -f "$dir"/{console,results,qemu}.log
+	log "booting $kver under icount (console: $dir/console.log)"
+	timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
+		-accel tcg -icount shift=0,sleep=off -cpu max -smp 1 -m 1G \
+		-nographic -monitor none -nic none -no-reboot \
+		-serial "file:$dir/console.log" -serial "file:$dir/results.log" \
+		-kernel "$CACHE/kernels/$kver/vmlinuz" -initrd "$dir/initramfs.gz" \
+		-append "console=ttyS0 panic=-1 oops=panic quiet loglevel=5 nokaslr" \
+		</dev/null >"$dir/qemu.log" 2>&1 &
+	QEMU_PID=$!
+	wait "$QEMU_PID" || rc=$?
+	QEMU_PID=
+	touch "$dir"/{console,results}.log
+	sed -i 's/\r$//' "$dir"/{console,results}.log
+	log "$kver: guest ran $((SECONDS - start))s (qemu rc $rc)"
+	if ! grep -qx '@@ done' "$dir/results.log"; then
+		tail -n 40 "$dir/console.log" >&2
+		die "$kver: the guest did not finish (qemu rc $rc)"
+	fi
+	if grep -a '^@@ error' "$dir/results.log" >&2; then
+		die "$kver: a measurement failed"
+	fi
+}
+
+# results.log -> CSV "kernel,metric,value"; size(1) of kpatch.ko added
+to_csv() {
+	local kver=$1 dir=$2 text data bss
+	read -r text data bss _ < <(size "$dir/kpatch/kpatch.ko" | tail -n 1)
+	{
+		echo "kernel,metric,value"
+		echo "$kver,kpatch_ko_text,$text"
+		echo "$kver,kpatch_ko_data,$data"
+		echo "$kver,kpatch_ko_bss,$bss"
+		awk -v k="$kver" '$1 == "@@" && NF == 3 { print k "," $2 "," $3 }' \
+			"$dir/results.log"
+	} >"$OUT/$kver.csv"
+}
+
+# report KVER: markdown tables from the CSV
+report() {
+	awk -F, -v kver="$1" '
+		NR > 1 { v[$2] = $3 }
+		function ipc(x) { return sprintf("%.1f", x / 1000) }
+		function row(name, key) {
+			over = sprintf("%+.1f", (v[key] - v["calls_unpatched"]) / 1000)
+			if (key == "calls_unpatched")
+				over = "-"
+			printf "| %s | %s | %s |\n", name, ipc(v[key]), over
+		}
+		END {
+			printf "### %s\n\n", kver
+			print "Per call of a tiny noinline function, 10^6 calls (instructions = ns under icount):\n"
+			print "| call | instructions/call | overhead |"
+			print "|---|---:|---:|"
+			row("unpatched", "calls_unpatched")
+			row("direct call of the new function", "calls_direct_new")
+			row("kpatch", "calls_kpatch")
+			row("bare ftrace_ops (IPMODIFY)", "calls_ftrace_ops")
+			row("livepatch", "calls_livepatch")
+			row("kpatch, 1,000 other functions patched", "calls_kpatch_1000")
+			print "\nstop_machine window (instructions in the callback) and whole kpatch_register(), vs the seed check:\n"
+			print "| tasks | functions | kpatch window | kpatch register | seed window | seed / kpatch |"
+			print "|---:|---:|---:|---:|---:|---:|"
+			split("100 1000 4000", ts, " ")
+			split("1 100 1000", fs, " ")
+			for (i = 1; i <= 3; i++)
+				for (j = 1; j <= 3; j++) {
+					s = "_t" ts[i] "_f" fs[j]
+					w = v["window_kpatch" s]
+					printf "| %d | %d | %d | %d | %d | %.1fx |\n", ts[i], fs[j],
+						w, v["register_kpatch" s], v["window_seed" s],
+						(w > 0 ? v["window_seed" s] / w : 0)
+				}
+			# Per patched function, read off kpatch.c: struct kpatch_func
+			# (in the patch module), 2 pins (kpatch_prepare: 16 B), one
+			# ftrace filter entry (struct ftrace_func_entry: 32 B).
+			print "\nFootprint (kpatch.ko: size(1) on the host; per function: see the README):\n"
+			print "| text | data | bss | sizeof(struct kpatch_func) | bytes held per patched function |"
+			print "|---:|---:|---:|---:|---:|"
+			printf "| %d | %d | %d | %d | %d |\n", v["kpatch_ko_text"],
+				v["kpatch_ko_data"], v["kpatch_ko_bss"], v["sizeof_kpatch_func"],
+				v["sizeof_kpatch_func"] + 16 + 32
+			print "\nApply latency through the control file, idle guest (instructions = ns):\n"
+			print "| functions | write() returns | patch seen active |"
+			print "|---:|---:|---:|"
+			printf "| 1 | %d | %d |\n", v["apply_write_f1"], v["apply_active_f1"]
+			printf "| 100 | %d | %d |\n", v["apply_write_f100"], v["apply_active_f100"]
+			print ""
+		}' "$OUT/$1.csv"
+}
+
+plot() {
+	local kver dat plots=() i=0
+	command -v gnuplot >/dev/null || { log "no gnuplot: no $OUT/window.png"; return 0; }
+	for kver in "$@"; do
+		dat=$OUT/$kver.window.dat
+		awk -F, '
+			NR > 1 && $2 ~ /^window_/ {
+				split($2, p, "_"); t = substr(p[3], 2); f = substr(p[4], 2)
+				v[p[2] "," t "," f] = $3; ts[t] = 1
+			}
+			END {
+				print "# tasks kpatch_f1 kpatch_f100 kpatch_f1000 seed_f1 seed_f100 seed_f1000"
+				n = split("100 1000 4000", tl, " ")
+				for (i = 1; i <= n; i++) {
+					t = tl[i]; line = t
+					split("kpatch seed", ws, " ")
+					for (w = 1; w <= 2; w++)
+						for (f = 1; f <= 1000; f *= 10) {
+							if (f == 10) f = 100
+							line = line " " v[ws[w] "," t "," f]
+						}
+					print line
+				}
+			}' "$OUT/$kver.csv" >"$dat"
+		plots+=("$dat" "$kver")
+		i=$((i + 1))
+	done
+	gnuplot -e "ndata=$i" -e "files='${plots[*]}'" -e "out='$OUT/window.png'" \
+		"$HERE/window.gp"
+	log "wrote $OUT/window.png"
+}
+
+main() {
+	local kernels=("$@") kver dir
+	if ((${#kernels[@]} == 0)); then
+		[[ -s $CACHE/kernels.list ]] || die "$CACHE/kernels.list missing (run: $TESTBED setup)"
+		mapfile -t kernels <"$CACHE/kernels.list"
+	fi
+	mkdir -p "$OUT"
+	exec 9>"$OUT/.lock"
+	flock -n 9 || die "another bench run holds $OUT/.lock"
+	for kver in "${kernels[@]}"; do
+		dir=$OUT/$kver
+		mkdir -p "$dir"
+		build "$kver" "$dir"
+		make_initramfs "$dir"
+		boot "$kver" "$dir"
+		to_csv "$kver" "$dir"
+		report "$kver"
+		log "wrote $OUT/$kver.csv"
+	done
+	plot "${kernels[@]}"
+}
+
+main "$@"

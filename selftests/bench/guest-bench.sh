@@ -1,0 +1,138 @@
+#!/bin/sh
+# /init of the kpatch benchmark guest (busybox ash), packed by bench.sh.
+#
+# Runs every measurement once and writes "@@ KEY VALUE" lines to /dev/ttyS1
+# (the host's results.log); "@@ done" ends the run.  Times are guest ns,
+# which under -icount shift=0 are guest instructions.  Kernel messages stay
+# on the console (ttyS0).
+
+/bin/busybox --install -s
+export PATH=/sbin:/bin:/usr/sbin:/usr/bin HOME=/root TERM=dumb
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t debugfs debugfs /sys/kernel/debug
+mount -t tmpfs tmpfs /tmp
+
+if [ -c /dev/ttyS1 ]; then
+	stty -F /dev/ttyS1 raw -echo 2>/dev/null
+	exec 3>/dev/ttyS1
+else
+	exec 3>/dev/console
+fi
+exec >&3 2>&3 </dev/null
+
+K=/kpatch
+P=/sys/module/kpatch_bench/parameters
+CTL=/sys/kernel/debug/kpatch/control
+LP=/sys/kernel/livepatch/kpatch_bench_lp
+
+say() { echo "@@ $*"; }
+fail() { echo "@@ error $*"; }
+
+# bench CMD...: run a kpatch_bench command, print its result
+bench() {
+	if echo "$*" >"$P/cmd"; then
+		cat "$P/result"
+	else
+		fail "'$*' failed: $(cat "$P/result")"
+		echo -1
+	fi
+}
+
+value_is() { [ "$(cat "$P/value")" = "$1" ] || fail "value is $(cat "$P/value"), not $1 ($2)"; }
+
+lp_wait() {
+	n=0
+	while [ "$(cat "$LP/transition" 2>/dev/null)" != 0 ] && [ $n -lt 600 ]; do
+		sleep 0.1
+		n=$((n + 1))
+	done
+}
+
+sym() { awk -v s="$1" '$3 == s { print $1; exit }' /proc/kallsyms; }
+
+# cmdline NAME NR: "patch NAME" kpatch_bench_old and NR-1 generated pairs
+cmdline() {
+	printf 'patch %s %s %s' "$1" "$(sym kpatch_bench_old)" "$(sym kpatch_bench_new)"
+	awk -v n="$(($2 - 1))" '
+		$3 ~ /^kpatch_bench_[fg][0-9][0-9][0-9][0-9]$/ { a[$3] = $1 }
+		END {
+			for (i = 0; i < n; i++)
+				printf " %s %s", a[sprintf("kpatch_bench_f%04d", i)],
+					a[sprintf("kpatch_bench_g%04d", i)]
+		}' /proc/kallsyms
+}
+
+echo "# guest kernel $(uname -r), $(nproc) cpu(s)"
+insmod $K/kpatch.ko || fail "insmod kpatch.ko"
+insmod $K/kpatch_bench.ko || fail "insmod kpatch_bench.ko"
+
+# Word splitting of a command's output into $1 $2 is wanted below.
+# shellcheck disable=SC2046
+set -- $(bench info)
+say sizeof_kpatch_func "$1"
+say generated_funcs "$2"
+
+# 1. per-call cost, in thousandths of an instruction
+value_is 2 unpatched
+say calls_unpatched "$(bench calls old)"
+say calls_direct_new "$(bench calls new)"
+
+bench kpatch 1 >/dev/null
+value_is 3 kpatch
+say calls_kpatch "$(bench calls old)"
+bench kpatch 0 >/dev/null
+
+bench ftrace 1 >/dev/null
+value_is 3 ftrace_ops
+say calls_ftrace_ops "$(bench calls old)"
+bench ftrace 0 >/dev/null
+
+if insmod $K/kpatch_bench_lp.ko; then
+	lp_wait
+	value_is 3 livepatch
+	say calls_livepatch "$(bench calls old)"
+	echo 0 >"$LP/enabled"
+	lp_wait
+	sleep 1
+	rmmod kpatch_bench_lp || fail "rmmod kpatch_bench_lp"
+else
+	fail "insmod kpatch_bench_lp.ko"
+fi
+value_is 2 "after livepatch"
+
+bench pressure 1 >/dev/null
+value_is 3 pressure
+say calls_kpatch_1000 "$(bench calls old)"
+bench pressure 0 >/dev/null
+
+# 4. apply latency through the control file
+for f in 1 100; do
+	cmdline "apply$f" "$f" >/tmp/cmd
+	# shellcheck disable=SC2046
+	set -- $(kpbench-apply "$CTL" /tmp/cmd "$P/value" 3 || echo -1 -1)
+	say apply_write_f$f "$1"
+	say apply_active_f$f "$2"
+	echo "unpatch apply$f" >"$CTL" || fail "unpatch apply$f"
+done
+
+# 2. stop_machine window, kpatch and the seed's check
+for t in 100 1000 4000; do
+	bench tasks $t >/dev/null
+	for f in 1 100 1000; do
+		# shellcheck disable=SC2046
+		set -- $(bench window $f)
+		say window_kpatch_t${t}_f$f "$1"
+		say register_kpatch_t${t}_f$f "$2"
+		say window_seed_t${t}_f$f "$(bench seed $f)"
+	done
+done
+bench tasks 0 >/dev/null
+
+rmmod kpatch_bench || fail "rmmod kpatch_bench"
+echo "@@ done"
+exec 3>&- >/dev/console 2>&1
+sync
+sleep 1
+poweroff -f

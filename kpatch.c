@@ -150,8 +150,8 @@ static DEFINE_HASHTABLE(kpatch_func_hash, KPATCH_HASH_BITS);
  * KPATCH_STATE_IDLE: no update is changing the table.  The first entry for a
  * function is the one that runs; func->op is ignored.
  *
- * KPATCH_STATE_UPDATING: set by the callback once the stack check has
- * passed; the update may have published part of its entries.  A caller that
+ * KPATCH_STATE_UPDATING: set by the callback when it starts, before the
+ * stack check; the update may have published part of its entries.  A caller that
  * finds this state moves it to FAILURE (and records which function it
  * called), which makes the update roll back: the caller is proof that a
  * patched function ran during the update, the same thing the stack check
@@ -978,17 +978,21 @@ static int kpatch_update_cb(void *data)
 	struct kpatch_module *kpmod;
 	int i, state;
 
-	if (kpatch_check_stacks(upd))
-		return -EBUSY;
-
 	/*
-	 * Leave IDLE before touching the table.  func->op was written before
-	 * stop_machine(), whose rendezvous orders it before this store; the
-	 * barrier orders the store before the table changes.  Pairs with the
-	 * smp_rmb() in kpatch_ftrace_handler().
+	 * Leave IDLE first, so that a patched function that the other CPUs'
+	 * stop_machine() loops call while the stacks are checked also counts
+	 * as in use.  func->op was written before stop_machine(), whose
+	 * rendezvous orders it before this store; the barrier orders the
+	 * store before the table changes.  Pairs with the smp_rmb() in
+	 * kpatch_ftrace_handler().
 	 */
 	atomic_set(&kpatch_state, KPATCH_STATE_UPDATING);
 	smp_wmb();	/* state before table; see above */
+
+	if (kpatch_check_stacks(upd)) {
+		kpatch_state_finish(KPATCH_STATE_FAILURE, 0);
+		return -EBUSY;
+	}
 
 	/* Publish the new entries; hash_add_rcu() puts them first. */
 	for (i = 0; upd->add && i < upd->add->num_funcs; i++)
@@ -1049,9 +1053,9 @@ static int kpatch_run_update(struct kpatch_update *upd)
 
 	ret = stop_machine(kpatch_update_cb, upd, NULL);
 
-	/* Still IDLE when the stack check refused, else SUCCESS or FAILURE. */
+	/* The callback always ends in SUCCESS or FAILURE. */
 	old = atomic_xchg(&kpatch_state, KPATCH_STATE_IDLE);
-	WARN_ON_ONCE(old == KPATCH_STATE_UPDATING);
+	WARN_ON_ONCE(old != KPATCH_STATE_SUCCESS && old != KPATCH_STATE_FAILURE);
 
 	/*
 	 * Callers that read a state other than IDLE may still be walking the

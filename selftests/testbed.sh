@@ -150,9 +150,10 @@ meta_version() {
 	[[ -n $best ]] && echo "$best $from"
 }
 
-# linux-image-<kver> that $META=$1 depends on -> <kver>
-meta_kver() {
-	apt-cache show "$META=$1" 2>/dev/null | awk '
+# apt-cache show output of $META on stdin -> the <kver> of the
+# linux-image-<kver> it depends on
+depends_kver() {
+	awk '
 		/^Depends:/ {
 			for (i = 2; i <= NF; i++)
 				if ($i ~ /^linux-image-/) {
@@ -161,6 +162,11 @@ meta_kver() {
 					exit
 				}
 		}'
+}
+
+# linux-image-<kver> that $META=$1 depends on -> <kver>
+meta_kver() {
+	apt-cache show "$META=$1" 2>/dev/null | depends_kver
 }
 
 # Prints "KVER SUITE" for the 6.1 and the 6.12 kernel.
@@ -272,15 +278,8 @@ setup_unstable() {
 	fi
 	ver=$(in_root "$SID_ROOT" apt-cache show --no-all-versions "$META" 2>/dev/null |
 		sed -n 's/^Version: //p')
-	kver=$(in_root "$SID_ROOT" apt-cache show --no-all-versions "$META" 2>/dev/null | awk '
-		/^Depends:/ {
-			for (i = 2; i <= NF; i++)
-				if ($i ~ /^linux-image-/) {
-					sub(/,$/, "", $i)
-					print substr($i, 13)
-					exit
-				}
-		}')
+	kver=$(in_root "$SID_ROOT" apt-cache show --no-all-versions "$META" 2>/dev/null |
+		depends_kver)
 	[[ $kver =~ ^[0-9][0-9A-Za-z.+~_-]*$ ]] || die "cannot resolve $META in $SID_SUITE"
 	# shellcheck disable=SC2016 # a dpkg-query format
 	if [[ $(in_root "$SID_ROOT" dpkg-query -W -f='${db:Status-Abbrev}' \

@@ -187,6 +187,48 @@ EXPORT_SYMBOL_GPL(kpatch_patches_kobj);
 
 static struct dentry *kpatch_debugfs_dir;
 
+#ifdef KPATCH_TEST_HOOKS
+/*
+ * Test builds only, see kpatch.h.  Set and called with kpatch_mutex held
+ * (the stop_machine() callback runs on behalf of the mutex holder), so the
+ * hook cannot change or go away during an update.
+ */
+static kpatch_test_hook_t kpatch_test_hook;
+
+static void kpatch_test_point(enum kpatch_test_point point)
+{
+	if (kpatch_test_hook)
+		kpatch_test_hook(point);
+}
+
+/**
+ * kpatch_test_set_hook() - install or remove the test hook
+ * @hook: function called at each &enum kpatch_test_point, or NULL
+ *
+ * The hook runs with kpatch_mutex held; at the callback points inside
+ * stop_machine(), with interrupts off.  A module that installs a hook must
+ * remove it before it is unloaded.
+ *
+ * Context: process context; sleeps.
+ * Return: 0, or -EBUSY if another hook is installed.
+ */
+int kpatch_test_set_hook(kpatch_test_hook_t hook)
+{
+	int ret = 0;
+
+	mutex_lock(&kpatch_mutex);
+	if (hook && kpatch_test_hook)
+		ret = -EBUSY;
+	else
+		kpatch_test_hook = hook;
+	mutex_unlock(&kpatch_mutex);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(kpatch_test_set_hook);
+#else
+#define kpatch_test_point(point) do { } while (0)
+#endif
+
 /* A code range [start, end) that must not be on any stack. */
 struct kpatch_range {
 	unsigned long start;
@@ -700,6 +742,13 @@ static int kpatch_filter_add(struct kpatch_update *upd, unsigned long **ipsp,
 			ips[n++] = kpmod->funcs[i].ip;
 
 	ret = n ? ftrace_set_filter_ips(&kpatch_ops, ips, n, 0, 0) : 0;
+	if (ret == -ENOMEM) {
+		/* No culprit to look for; ftrace left the filter as it was. */
+		pr_err("%s '%s' refused: out of memory for the ftrace filter\n",
+		       upd->verb, kpmod->name);
+		kfree(ips);
+		return ret;
+	}
 	if (ret) {
 		unsigned long culprit = ips[0];
 
@@ -713,7 +762,7 @@ static int kpatch_filter_add(struct kpatch_update *upd, unsigned long **ipsp,
 		pr_err("%s '%s' refused: ftrace cannot redirect %pS (%d); is a kprobe or another live patch on it?\n",
 		       upd->verb, kpmod->name, (void *)culprit, ret);
 		kfree(ips);
-		return ret == -EBUSY ? -EBUSY : ret == -ENOMEM ? -ENOMEM : -EINVAL;
+		return ret == -EBUSY ? -EBUSY : -EINVAL;
 	}
 	*ipsp = ips;
 	*nr = n;
@@ -784,6 +833,11 @@ static struct module *kpatch_get_module(const char *name)
  * through kallsyms (sprint_symbol() prints "name+off/size [module]").
  * Returns the function's size in *@size and, for a module function, a
  * reference on the module in *@modp.  Logs why on failure.
+ *
+ * The addresses come from the control file, that is from the user: until
+ * this has accepted one, it is only looked up (kallsyms, module text
+ * ranges, page tables), never read.  The first read of the code it names
+ * is kpatch_ftrace_ip(), and that goes through copy_from_kernel_nofault().
  */
 static int kpatch_resolve(const char *patch, const char *what,
 			  unsigned long addr, unsigned long *size,
@@ -988,6 +1042,7 @@ static int kpatch_update_cb(void *data)
 	 */
 	atomic_set(&kpatch_state, KPATCH_STATE_UPDATING);
 	smp_wmb();	/* state before table; see above */
+	kpatch_test_point(KPATCH_TEST_UPDATING);
 
 	if (kpatch_check_stacks(upd)) {
 		kpatch_state_finish(KPATCH_STATE_FAILURE, 0);
@@ -1004,6 +1059,7 @@ static int kpatch_update_cb(void *data)
 	 * smp_rmb() in kpatch_ftrace_handler().
 	 */
 	smp_wmb();
+	kpatch_test_point(KPATCH_TEST_PUBLISHED);
 
 	state = kpatch_state_finish(KPATCH_STATE_SUCCESS, 0);
 	if (state == KPATCH_STATE_FAILURE) {
@@ -1065,6 +1121,7 @@ static int kpatch_run_update(struct kpatch_update *upd)
 	 */
 	synchronize_rcu();
 	kpatch_set_op(upd, KPATCH_OP_NONE, KPATCH_OP_NONE);
+	kpatch_test_point(KPATCH_TEST_DONE);
 
 	switch (ret ? upd->refusal : KPATCH_OK) {
 	case KPATCH_OK:

@@ -96,4 +96,22 @@ extern struct kobject *kpatch_patches_kobj;
 int kpatch_register(struct kpatch_module *kpmod, bool replace);
 int kpatch_unregister(struct kpatch_module *kpmod);
 
+#ifdef KPATCH_TEST_HOOKS
+/*
+ * Only in the selftests' build of kpatch.ko (make KPATCH_TEST_HOOKS=1):
+ * points of an update where a test module may step in, to make things
+ * happen that cannot be provoked from outside (an NMI in the middle of the
+ * stop_machine() callback).  The shipped module has none of this.
+ */
+enum kpatch_test_point {
+	KPATCH_TEST_UPDATING,	/* callback: state just set to UPDATING */
+	KPATCH_TEST_PUBLISHED,	/* callback: new entries in, before SUCCESS */
+	KPATCH_TEST_DONE,	/* after stop_machine(), state IDLE again */
+};
+
+typedef void (*kpatch_test_hook_t)(enum kpatch_test_point point);
+
+int kpatch_test_set_hook(kpatch_test_hook_t hook);
+#endif
+
 #endif /* _KPATCH_H_ */

@@ -684,19 +684,24 @@ static unsigned long kpatch_ftrace_ip(unsigned long addr)
  * Is @ip an ftrace call site?  Ask ftrace, then make sure the instruction
  * there is what ftrace puts at its sites (a 5-byte NOP or a CALL, or the
  * INT3 of a site being rewritten), so that @ip is the site itself and not
- * an address inside it.
+ * an address inside it.  Returns 0 if it is, -EINVAL if it is not, or
+ * -ENOMEM if ftrace had no memory to answer.
  */
-static bool kpatch_is_ftrace_site(unsigned long ip)
+static int kpatch_check_ftrace_site(unsigned long ip)
 {
 	static const u8 nop5[] = { BYTES_NOP5 };
 	u8 insn[MCOUNT_INSN_SIZE];
+	int ret;
 
-	if (ftrace_set_filter_ip(&kpatch_probe_ops, ip, 0, 1))
-		return false;
+	ret = ftrace_set_filter_ip(&kpatch_probe_ops, ip, 0, 1);
+	if (ret)
+		return ret == -ENOMEM ? -ENOMEM : -EINVAL;
 	if (copy_from_kernel_nofault(insn, (void *)ip, sizeof(insn)))
-		return false;
-	return !memcmp(insn, nop5, sizeof(nop5)) ||
-	       insn[0] == CALL_INSN_OPCODE || insn[0] == INT3_INSN_OPCODE;
+		return -EINVAL;
+	if (!memcmp(insn, nop5, sizeof(nop5)) ||
+	    insn[0] == CALL_INSN_OPCODE || insn[0] == INT3_INSN_OPCODE)
+		return 0;
+	return -EINVAL;
 }
 
 static int kpatch_cmp_ulong(const void *a, const void *b)
@@ -717,6 +722,30 @@ static unsigned int kpatch_uniq(unsigned long *ips, unsigned int n)
 		if (ips[i] != ips[k - 1])
 			ips[k++] = ips[i];
 	return k;
+}
+
+/* Take call sites out of the filter again. */
+static void kpatch_filter_remove(unsigned long *ips, unsigned int n)
+{
+	unsigned int i;
+	int ret;
+
+	/*
+	 * Callers are past the point of no return (an update took effect or
+	 * is being unwound), so this must not fail them.  ftrace needs memory
+	 * for a new filter hash; when it has none, each function is tried
+	 * once more on its own.  One that still cannot be dropped stays in
+	 * the filter, which is harmless: the handler finds no entry for it and
+	 * returns, and it goes with kpatch_ops when kpatch.ko is unloaded.
+	 */
+	if (!n || !ftrace_set_filter_ips(&kpatch_ops, ips, n, 1, 0))
+		return;
+	for (i = 0; i < n; i++) {
+		ret = ftrace_set_filter_ip(&kpatch_ops, ips[i], 1, 0);
+		if (ret)
+			pr_warn("%pS stays in the ftrace filter (%d); harmless, it only costs a handler call\n",
+				(void *)ips[i], ret);
+	}
 }
 
 /*
@@ -757,7 +786,7 @@ static int kpatch_filter_add(struct kpatch_update *upd, unsigned long **ipsp,
 				culprit = ips[i];
 				break;
 			}
-			ftrace_set_filter_ip(&kpatch_ops, ips[i], 1, 0);
+			kpatch_filter_remove(&ips[i], 1);
 		}
 		pr_err("%s '%s' refused: ftrace cannot redirect %pS (%d); is a kprobe or another live patch on it?\n",
 		       upd->verb, kpmod->name, (void *)culprit, ret);
@@ -767,18 +796,6 @@ static int kpatch_filter_add(struct kpatch_update *upd, unsigned long **ipsp,
 	*ipsp = ips;
 	*nr = n;
 	return 0;
-}
-
-/* Take call sites out of the filter again. */
-static void kpatch_filter_remove(unsigned long *ips, unsigned int n)
-{
-	int ret;
-
-	if (!n)
-		return;
-	ret = ftrace_set_filter_ips(&kpatch_ops, ips, n, 1, 0);
-	WARN(ret, "kpatch: cannot remove %u functions from the ftrace filter (%d)\n",
-	     n, ret);
 }
 
 /* ------------------------------------------------------------------------
@@ -940,10 +957,16 @@ static int kpatch_resolve_func(struct kpatch_module *kpmod,
 	func->new_size = size;
 
 	func->ip = kpatch_ftrace_ip(func->old_addr);
-	if (!kpatch_is_ftrace_site(func->ip)) {
+	ret = kpatch_check_ftrace_site(func->ip);
+	if (ret == -ENOMEM) {
+		pr_err("%s: out of memory checking %pS with ftrace\n",
+		       kpmod->name, (void *)func->old_addr);
+		return ret;
+	}
+	if (ret) {
 		pr_err("%s: old function %pS cannot be traced by ftrace\n",
 		       kpmod->name, (void *)func->old_addr);
-		return -EINVAL;
+		return ret;
 	}
 	func->kpmod = kpmod;
 	func->op = KPATCH_OP_NONE;
@@ -1031,6 +1054,8 @@ static int kpatch_update_cb(void *data)
 	struct kpatch_update *upd = data;
 	struct kpatch_module *kpmod;
 	int i, state;
+
+	kpatch_test_point(KPATCH_TEST_ENTER);
 
 	/*
 	 * Leave IDLE first, so that a patched function that the other CPUs'

@@ -93,6 +93,8 @@
 /* Longest patch name, and longest command accepted by the control file. */
 #define KPATCH_NAME_MAX		63
 #define KPATCH_CMD_MAX		4096
+/* At most this many bytes of a rejected word are echoed, escaped, to the log. */
+#define KPATCH_ECHO_MAX		32
 
 /* ------------------------------------------------------------------------
  * Types and state
@@ -1390,6 +1392,15 @@ EXPORT_SYMBOL_GPL(kpatch_unregister);
  */
 
 /* Parse a hexadecimal address, with or without 0x, nothing else. */
+/*
+ * How much of a rejected word from the user to echo to the log: it is
+ * printed with %*pE (non-printing bytes escaped), cut at KPATCH_ECHO_MAX.
+ */
+static int kpatch_echo_len(const char *word)
+{
+	return strnlen(word, KPATCH_ECHO_MAX);
+}
+
 static int kpatch_parse_addr(const char *tok, unsigned long *addr)
 {
 	const char *digits = tok;
@@ -1432,8 +1443,9 @@ static int kpatch_cmd_patch(char **tok, int ntok, bool replace)
 		ret = -EINVAL;
 		if (kpatch_parse_addr(old, &func->old_addr) ||
 		    kpatch_parse_addr(new, &func->new_addr)) {
-			pr_err("%s %s: '%s %s' is not a pair of hexadecimal addresses\n",
-			       verb, kpmod->name, old, new);
+			pr_err("%s %s: '%*pE %*pE' is not a pair of hexadecimal addresses\n",
+			       verb, kpmod->name, kpatch_echo_len(old), old,
+			       kpatch_echo_len(new), new);
 			goto err;
 		}
 	}
@@ -1491,8 +1503,8 @@ static int kpatch_run_command(char *cmd)
 		pr_err("empty command\n");
 	} else if (strcmp(tok[0], "patch") && strcmp(tok[0], "replace") &&
 		   strcmp(tok[0], "unpatch")) {
-		pr_err("unknown command '%s' (expected patch, replace or unpatch)\n",
-		       tok[0]);
+		pr_err("unknown command '%*pE' (expected patch, replace or unpatch)\n",
+		       kpatch_echo_len(tok[0]), tok[0]);
 	} else if (ntok < 2 || !kpatch_valid_name(tok[1])) {
 		pr_err("%s: the name must be 1 to %d characters of A-Z a-z 0-9 _ -\n",
 		       tok[0], KPATCH_NAME_MAX);
@@ -1523,14 +1535,20 @@ static ssize_t kpatch_control_write(struct file *file, const char __user *ubuf,
 	if (IS_ERR(cmd))
 		return PTR_ERR(cmd);
 	len = strlen(cmd);
+	if (len != count) {
+		pr_err("a command is text: no NUL bytes\n");
+		ret = -EINVAL;
+		goto out;
+	}
 	if (len && cmd[len - 1] == '\n')
 		cmd[--len] = '\0';
-	if (len != strcspn(cmd, "\n") || len + 1 < count) {
+	if (len != strcspn(cmd, "\n")) {
 		pr_err("one command per write, on one line\n");
 		ret = -EINVAL;
 	} else {
 		ret = kpatch_run_command(cmd);
 	}
+out:
 	kfree(cmd);
 	return ret ? ret : count;
 }

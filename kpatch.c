@@ -149,6 +149,15 @@ static DEFINE_HASHTABLE(kpatch_func_hash, KPATCH_HASH_BITS);
  * after stop_machine() returns, which waits for every CPU to leave the
  * handler, NMIs included.
  *
+ * A caller that calls several patched functions (an NMI handler calling f,
+ * then g) must get them all from one version.  So the callback, once it
+ * has left IDLE, waits until the stopper thread of every other CPU has
+ * seen that, before it checks a stack or touches the table: an NMI that
+ * read IDLE keeps its CPU's stopper from answering until it returns.  From
+ * then on every call sees UPDATING or a later state, and UPDATING ends in
+ * FAILURE (all old) as soon as anyone calls a patched function, or in
+ * SUCCESS (all new) if nobody did.
+ *
  * KPATCH_STATE_IDLE: no update is changing the table.  The first entry for a
  * function is the one that runs; func->op is ignored.
  *
@@ -256,6 +265,10 @@ struct kpatch_update {
 	bool replace;			/* also take out every other patch */
 	struct kpatch_range *ranges;	/* sorted, disjoint */
 	unsigned int nr_ranges;
+
+	/* The rendezvous at the start of the callback, see there. */
+	atomic_t cpus_in;		/* CPUs that entered the callback */
+	atomic_t cpus_seen;		/* other CPUs that saw UPDATING */
 
 	/* Filled in by the callback when it refuses. */
 	enum kpatch_refusal refusal;
@@ -1057,6 +1070,19 @@ static int kpatch_update_cb(void *data)
 	struct kpatch_module *kpmod;
 	int i, state;
 
+	/*
+	 * stop_machine() runs this on every online CPU, with interrupts off.
+	 * The first CPU to get here makes the update; each other one waits
+	 * until the state has left IDLE, says that it saw it, and goes back
+	 * to the stop_machine() loop.
+	 */
+	if (atomic_inc_return(&upd->cpus_in) != 1) {
+		while (atomic_read(&kpatch_state) == KPATCH_STATE_IDLE)
+			cpu_relax();
+		atomic_inc(&upd->cpus_seen);
+		return 0;
+	}
+
 	kpatch_test_point(KPATCH_TEST_ENTER);
 
 	/*
@@ -1069,6 +1095,20 @@ static int kpatch_update_cb(void *data)
 	 */
 	atomic_set(&kpatch_state, KPATCH_STATE_UPDATING);
 	smp_wmb();	/* state before table; see above */
+
+	/*
+	 * Then wait until every other CPU has seen UPDATING from its stopper
+	 * thread.  An NMI that read IDLE on a CPU holds up that CPU's stopper
+	 * until it returns, so once all have answered, no caller that saw
+	 * IDLE is still running anywhere (on this CPU, such an NMI ended
+	 * before we got here), and every call from now on sees UPDATING or a
+	 * later state.  Without this, one NMI could call f while the state
+	 * is still IDLE (old f) and g after SUCCESS (new g): half of each
+	 * version, with no caller ever seeing UPDATING to stop it.  The
+	 * number of online CPUs cannot change inside stop_machine().
+	 */
+	while (atomic_read(&upd->cpus_seen) < num_online_cpus() - 1)
+		cpu_relax();
 	kpatch_test_point(KPATCH_TEST_UPDATING);
 
 	if (kpatch_check_stacks(upd)) {
@@ -1134,7 +1174,9 @@ static int kpatch_run_update(struct kpatch_update *upd)
 	kpatch_set_op(upd, KPATCH_OP_PATCH, KPATCH_OP_UNPATCH);
 	WRITE_ONCE(kpatch_failed_ip, 0);
 
-	ret = stop_machine(kpatch_update_cb, upd, NULL);
+	atomic_set(&upd->cpus_in, 0);
+	atomic_set(&upd->cpus_seen, 0);
+	ret = stop_machine(kpatch_update_cb, upd, cpu_online_mask);
 
 	/* The callback always ends in SUCCESS or FAILURE. */
 	old = atomic_xchg(&kpatch_state, KPATCH_STATE_IDLE);

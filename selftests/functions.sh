@@ -43,9 +43,18 @@ TARGET_VALUES=/sys/module/kpatch_test_target/parameters/values
 KP_SPLAT_RE='(^|\] )WARNING:|BUG:|kernel BUG|Oops|Kernel panic|general protection fault'
 KP_SPLAT_RE="$KP_SPLAT_RE|Unable to handle|RCU stall|detected stall|soft lockup"
 KP_SPLAT_RE="$KP_SPLAT_RE|hard LOCKUP|UBSAN:|KASAN:|blocked for more than"
+# the debug kernel's checkers (lockdep may switch itself off after a report)
+KP_SPLAT_RE="$KP_SPLAT_RE|possible circular locking|possible recursive locking"
+KP_SPLAT_RE="$KP_SPLAT_RE|inconsistent lock state|lock order detected|lock inversion"
+KP_SPLAT_RE="$KP_SPLAT_RE|bad unlock balance|held lock freed|Invalid wait context"
+KP_SPLAT_RE="$KP_SPLAT_RE|suspicious RCU usage|sleeping function called"
+KP_SPLAT_RE="$KP_SPLAT_RE|scheduling while atomic|DEBUG_LOCKS_WARN_ON|non-static key"
+KP_SPLAT_RE="$KP_SPLAT_RE|lockdep[ :]|turning off the locking correctness validator"
+KP_SPLAT_RE="$KP_SPLAT_RE|Disabling lock debugging|list_(add|del) corruption"
 
 # Test modules, in an order in which they can be unloaded.
-KP_TEST_MODULES="kpatch_test_stress kpatch_test_kprobe kpatch_test_api"
+KP_TEST_MODULES="kpatch_test_nmi kpatch_test_going kpatch_test_stress"
+KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_kprobe kpatch_test_api"
 KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_busy kpatch_test_new kpatch_test_target"
 
 KP_SUITE=$(basename "$0" .sh | sed 's/^test-//; s/^[0-9]*-//')

@@ -2,9 +2,11 @@
 # /init of the kpatch test guest (busybox ash), packed by testbed.sh.
 #
 # Kernel cmdline kpatch.mode=test runs /kpatch/selftests/test-*.sh in sorted
-# order; kpatch.mode=demo runs /kpatch/selftests/demo.sh.  Output goes to
-# /dev/ttyS1 (the host's results.log); kernel messages stay on the console
-# (ttyS0).  "@@ done" tells the host everything ran; then power off.
+# order; kpatch.mode=demo runs /kpatch/selftests/demo.sh; kpatch.mode=lockdown
+# (a boot with lockdown=integrity) runs /kpatch/selftests/lockdown.sh.
+# Output goes to /dev/ttyS1 (the host's results.log); kernel messages stay
+# on the console (ttyS0).  "@@ done" tells the host everything ran; then
+# power off.
 
 /bin/busybox --install -s
 export PATH=/sbin:/bin:/usr/sbin:/usr/bin HOME=/root TERM=dumb
@@ -72,8 +74,11 @@ test)
 demo)
 	run_script demo.sh /kpatch/selftests/demo.sh
 	;;
+lockdown)
+	run_script lockdown.sh /kpatch/selftests/lockdown.sh
+	;;
 *)
-	echo "@@ not ok kpatch.mode='$mode' is not test or demo"
+	echo "@@ not ok kpatch.mode='$mode' is not test, demo or lockdown"
 	;;
 esac
 

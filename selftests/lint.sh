@@ -4,7 +4,7 @@
 # lint.sh - review gates; any finding fails the run.
 #
 #   checkpatch.pl --strict (from Debian's linux-source package) on kpatch.c,
-#     kpatch.h, the test modules and kpctl.c
+#     kpatch.h, the test modules and the guest helpers (selftests/*.c)
 #   sparse (make C=2) and W=1 builds of kpatch.ko and the test modules, on
 #     every kernel of the test bed (selftests/testbed.sh setup lists them;
 #     the newest is built in its Debian unstable chroot, which has sparse)
@@ -56,7 +56,7 @@ checkpatch() {
 gate_checkpatch() {
 	local cp f out
 	cp=$(checkpatch)
-	for f in "$SRC"/kpatch.c "$SRC"/kpatch.h "$SRC"/selftests/kpctl.c \
+	for f in "$SRC"/kpatch.c "$SRC"/kpatch.h "$SRC"/selftests/*.c \
 		 "$SRC"/selftests/test_modules/*.[ch] \
 		 "$SRC"/selftests/bench/*.[ch]; do
 		out=$(perl "$cp" --no-tree --strict --quiet -f "$f" 2>&1) ||
@@ -64,22 +64,26 @@ gate_checkpatch() {
 	done
 }
 
-# build_gate KVER FLAGS: build kpatch.ko and the test modules with FLAGS in a
-# scratch copy; any compiler or sparse diagnostic is a finding.  testbed.sh
+# build_gate KVER FLAGS [HOOKS]: build kpatch.ko and the test modules with
+# FLAGS in a scratch copy (HOOKS=1: the selftests' hooked build and its
+# test modules); any compiler or sparse diagnostic is a finding.  testbed.sh
 # kmake builds on the host, or in the chroot that has KVER's headers (the
 # newest kernel's, from Debian unstable).
 build_gate() {
-	local kver=$1 flags=$2 dir out kmake=("$SRC/selftests/testbed.sh" kmake "$1")
+	local kver=$1 flags=$2 hooks=${3:-0} dir out
+	local kmake=("$SRC/selftests/testbed.sh" kmake "$1")
 	dir=$(mktemp -d)
 	cp "$SRC"/{kpatch.c,kpatch.h,Kbuild} "$dir/"
 	cp -r "$SRC"/selftests/test_modules "$dir/"
-	out=$( { "${kmake[@]}" "$dir" M="$dir" "$flags" modules &&
+	out=$( { "${kmake[@]}" "$dir" M="$dir" "$flags" \
+			KPATCH_TEST_HOOKS="$hooks" modules &&
 		 "${kmake[@]}" "$dir" M="$dir/test_modules" "$flags" \
+			KPATCH_TEST_HOOKS="$hooks" \
 			KBUILD_EXTRA_SYMBOLS="$dir/Module.symvers" modules; } 2>&1) ||
-		{ echo "$out" | tail -20; fail "build $kver $flags"; }
+		{ echo "$out" | tail -20; fail "build $kver $flags hooks=$hooks"; }
 	# (kbuild only warns, without "warning:", when it cannot run sparse)
 	if grep -E '(warning|error):|is not available' <<<"$out"; then
-		fail "$kver $flags: diagnostics above"
+		fail "$kver $flags hooks=$hooks: diagnostics above"
 	fi
 	rm -rf "$dir"
 }
@@ -91,6 +95,8 @@ gate_builds() {
 	while read -r kver; do
 		build_gate "$kver" "W=1"
 		build_gate "$kver" "C=2"
+		build_gate "$kver" "W=1" 1
+		build_gate "$kver" "C=2" 1
 	done <"$CACHE/kernels.list"
 }
 
@@ -98,9 +104,10 @@ gate_shellcheck() {
 	need shellcheck
 	shellcheck -x "$SRC"/selftests/testbed.sh "$SRC"/selftests/lint.sh \
 		"$SRC"/selftests/bench/bench.sh "$SRC"/selftests/bench/gen-funcs.sh \
+		"$SRC"/selftests/debug-kernel.sh \
 		"$SRC"/.ci/run || fail "shellcheck (bash scripts)"
 	(cd "$SRC/selftests" && shellcheck -s sh -x functions.sh test-*.sh \
-		demo.sh guest-init.sh bench/guest-bench.sh) ||
+		demo.sh guest-init.sh lockdown.sh bench/guest-bench.sh) ||
 		fail "shellcheck (guest scripts)"
 }
 

@@ -4,10 +4,15 @@
 # kpatch.ko can't be loaded into the host kernel, so every runtime test boots
 # a throw-away QEMU guest (TCG, no KVM) with a Debian kernel and a busybox
 # initramfs holding kpatch.ko, the test modules and the guest test scripts.
+# A fourth kernel, the debug kernel (lockdep, KASAN, ...; *-kpatch-debug), is
+# built from Debian's linux-source-6.1 by selftests/debug-kernel.sh.
 #
 #   testbed.sh setup              install packages, headers and guest kernels
-#   testbed.sh build KVER OUTDIR  build kpatch.ko, test modules, kpctl for KVER
-#   testbed.sh run [KVER...]      build + boot + test (default: all kernels)
+#   testbed.sh build KVER OUTDIR  build kpatch.ko (plain and hooked), test modules
+#                                 and the guest helpers (selftests/*.c) for KVER
+#   testbed.sh run [KVER...]      build + boot + test (default: all kernels),
+#                                 then a second boot with lockdown=integrity
+#                                 that runs selftests/lockdown.sh
 #   testbed.sh kmake KVER TREE ARG...  make -C KVER's headers ARG..., in the
 #                                 unstable chroot for its kernel (TREE, the
 #                                 dir with the sources, is shown there)
@@ -17,7 +22,12 @@
 # Environment:
 #   KPATCH_CACHE         cache dir (default /var/cache/kpatch-testbed)
 #                        (chroot/unstable: Debian unstable, for its kernel)
-#   KPATCH_TEST_TIMEOUT  seconds per kernel for `run` (default 1200)
+#   KPATCH_TEST_TIMEOUT  seconds per kernel for `run` (default 1200; 2400
+#                        for the debug kernel)
+#   KPATCH_LOCKDOWN_TIMEOUT  seconds for the lockdown boot (default 300;
+#                        600 for the debug kernel)
+#   KPATCH_TESTS         NAME: only selftests/test-NAME.sh, and no lockdown
+#                        boot; "lockdown": only the lockdown boot
 #   KPATCH_DEMO_TIMEOUT  seconds for `demo` (default 180)
 #
 # Guest -> host protocol, one line each, on the guest's second serial port:
@@ -32,6 +42,7 @@ SRC=$(cd "$(dirname "$SELF")/.." && pwd -P)
 CACHE=${KPATCH_CACHE:-/var/cache/kpatch-testbed}
 BUILDROOT=$CACHE/build
 TEST_TIMEOUT=${KPATCH_TEST_TIMEOUT:-1200}
+LOCKDOWN_TIMEOUT=${KPATCH_LOCKDOWN_TIMEOUT:-300}
 DEMO_TIMEOUT=${KPATCH_DEMO_TIMEOUT:-180}
 # Overridable only to test the source-file logic against a scratch dir.
 APT_SOURCES_DIR=${KPATCH_APT_SOURCES_DIR:-/etc/apt/sources.list.d}
@@ -55,6 +66,15 @@ SID_PACKAGES=gcc,make,sparse
 SPLAT_RE='(^|\] )WARNING:|BUG:|kernel BUG|Oops|Kernel panic|general protection fault'
 SPLAT_RE+='|Unable to handle|RCU stall|detected stall|soft lockup|hard LOCKUP'
 SPLAT_RE+='|UBSAN:|KASAN:|blocked for more than'
+# The debug kernel's checkers (lockdep, PROVE_RCU, DEBUG_ATOMIC_SLEEP,
+# DEBUG_LIST).  Most reports also start with "WARNING:" or "BUG:"; lockdep
+# may switch itself off after its first report, and that must fail too.
+SPLAT_RE+='|possible circular locking|possible recursive locking|inconsistent lock state'
+SPLAT_RE+='|lock order detected|lock inversion|bad unlock balance|held lock freed'
+SPLAT_RE+='|Invalid wait context|suspicious RCU usage|sleeping function called'
+SPLAT_RE+='|scheduling while atomic|DEBUG_LOCKS_WARN_ON|non-static key|lockdep[ :]'
+SPLAT_RE+='|turning off the locking correctness validator|Disabling lock debugging'
+SPLAT_RE+='|list_(add|del) corruption'
 
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C
 
@@ -353,20 +373,40 @@ cmd_setup() {
 		fetch_kernel "$kver"
 	done <<<"$kernels"
 	kernels+=$'\n'$(setup_unstable)
+	# The debug kernel: built (once per source version and config) from
+	# linux-source-6.1, see debug-kernel.sh.
+	kver=$(KPATCH_CACHE=$CACHE "$SRC/selftests/debug-kernel.sh") ||
+		die "building the debug kernel failed"
+	ver=$(dpkg-query -W -f='${Version}' linux-source-6.1)
+	kernels+=$'\n'"$kver debug $ver"
 
 	awk '{print $1}' <<<"$kernels" >"$CACHE/kernels.list.tmp"
 	mv "$CACHE/kernels.list.tmp" "$CACHE/kernels.list"
 	while read -r kver suite ver; do
-		echo "kernel: $kver ($META $ver, $suite)"
+		if [[ $suite == debug ]]; then
+			echo "kernel: $kver (linux-source-6.1 $ver, debug build)"
+		else
+			echo "kernel: $kver ($META $ver, $suite)"
+		fi
 	done <<<"$kernels"
 }
 
 # ---------------------------------------------------------------- build ----
 
-# kernel_root KVER: "" when the host has KVER's headers, the chroot when it
-# has them, else fails.
+# host_kdir KVER: KVER's build dir on the host: the debug kernel's O= tree
+# in the cache (see debug-kernel.sh), else /lib/modules/KVER/build
+host_kdir() {
+	if [[ -e $CACHE/kernels/$1/build/Makefile ]]; then
+		echo "$CACHE/kernels/$1/build"
+	else
+		echo "/lib/modules/$1/build"
+	fi
+}
+
+# kernel_root KVER: "" when the host has KVER's headers (or build tree), the
+# chroot when it has them, else fails.
 kernel_root() {
-	if [[ -e /lib/modules/$1/build/Makefile ]]; then
+	if [[ -e $(host_kdir "$1")/Makefile ]]; then
 		echo
 	elif [[ -e $SID_ROOT/lib/modules/$1/build/Makefile ]]; then
 		echo "$SID_ROOT"
@@ -383,7 +423,7 @@ kmake() {
 	root=$(kernel_root "$kver") ||
 		die "no headers for $kver in /lib/modules/$kver/build or $SID_ROOT (run: $SELF setup)"
 	if [[ -z $root ]]; then
-		make -C "/lib/modules/$kver/build" "$@"
+		make -C "$(host_kdir "$kver")" "$@"
 		return
 	fi
 	tree=$(realpath "$tree")
@@ -438,10 +478,51 @@ cmd_build() {
 			tee "$out/build-test_modules.log" >&2
 	fi
 
-	if [[ -e $SRC/selftests/kpctl.c ]]; then
-		log "building kpctl"
-		gcc -static -O2 -Wall -Werror -o "$out/kpctl" "$SRC/selftests/kpctl.c" 2>&1 | tee "$out/build-kpctl.log" >&2
+	# The same again with the test hooks compiled in (see Kbuild), in
+	# hooks/: kpatch.ko and the test modules that use the hooks.
+	log "building the hooked kpatch.ko and its test modules for $kver"
+	mkdir -p "$out/hooks"
+	for f in kpatch.c kpatch.h Kbuild; do cp "$SRC/$f" "$out/hooks/"; done
+	cp -r "$SRC/selftests/test_modules" "$out/hooks/test_modules"
+	kmake "$kver" "$out" M="$out/hooks" W=1 -j"$jobs" KPATCH_TEST_HOOKS=1 \
+		modules 2>&1 | tee "$out/build-hooks.log" >&2
+	kmake "$kver" "$out" M="$out/hooks/test_modules" W=1 -j"$jobs" \
+		KPATCH_TEST_HOOKS=1 KBUILD_EXTRA_SYMBOLS="$out/hooks/Module.symvers" \
+		modules 2>&1 | tee -a "$out/build-hooks.log" >&2
+	if grep -i 'warning:' "$out/build-hooks.log" >&2; then
+		die "hooked build for $kver printed warnings (W=1)"
 	fi
+	[[ -e $out/hooks/kpatch.ko ]] || die "the hooked kpatch.ko was not built"
+
+	# Guest helpers: every selftests/*.c, static, as bin/NAME.
+	mkdir -p "$out/bin"
+	for f in "$SRC"/selftests/*.c; do
+		[[ -e $f ]] || continue
+		f=${f##*/}
+		log "building ${f%.c}"
+		gcc -static -O2 -Wall -Werror -o "$out/bin/${f%.c}" \
+			"$SRC/selftests/$f" 2>&1 | tee "$out/build-${f%.c}.log" >&2
+		[[ -x $out/bin/${f%.c} ]] || die "${f%.c} was not built"
+	done
+	sign_modules "$kver" "$out"
+}
+
+# sign_modules KVER DIR: when KVER's build tree has its signing key (the
+# debug kernel's does, Debian's headers don't), sign every module under DIR
+# with it, so that they load under lockdown=integrity.
+sign_modules() {
+	local kdir ko hash n=0
+	kdir=$(host_kdir "$1")
+	[[ -e $kdir/certs/signing_key.pem ]] || return 0
+	hash=$(sed -n 's/^CONFIG_MODULE_SIG_HASH="\(.*\)"$/\1/p' "$kdir/.config")
+	while IFS= read -r -d '' ko; do
+		"$kdir/scripts/sign-file" "${hash:-sha256}" "$kdir/certs/signing_key.pem" \
+			"$kdir/certs/signing_key.x509" "$ko" || die "sign-file $ko failed"
+		[[ $(tail -c 28 "$ko") == '~Module signature appended~' ]] ||
+			die "$ko has no signature after sign-file"
+		n=$((n + 1))
+	done < <(find "$2" -name '*.ko' -print0)
+	log "signed $n modules with $kdir/certs/signing_key.pem"
 }
 
 # ------------------------------------------------------------ initramfs ----
@@ -463,11 +544,20 @@ make_initramfs() {
 	if [[ -d $out/test_modules ]]; then
 		find "$out/test_modules" -name '*.ko' -exec cp {} "$root/kpatch/test_modules/" \;
 	fi
+	# The hooked build (see cmd_build), for the tests that need it.
+	if [[ -d $out/hooks ]]; then
+		mkdir -p "$root/kpatch/hooks/test_modules"
+		cp "$out/hooks/kpatch.ko" "$root/kpatch/hooks/"
+		find "$out/hooks/test_modules" -name '*.ko' \
+			-exec cp {} "$root/kpatch/hooks/test_modules/" \;
+	fi
 	# KPATCH_TESTS=NAME (e.g. concurrency) runs only selftests/test-NAME.sh
-	for f in "$SRC"/selftests/functions.sh "$SRC"/selftests/test-${KPATCH_TESTS:-*}.sh "$SRC"/selftests/demo.sh; do
+	# lockdown.sh: the lockdown boot's script (see cmd_run)
+	for f in "$SRC"/selftests/functions.sh "$SRC"/selftests/test-${KPATCH_TESTS:-*}.sh "$SRC"/selftests/demo.sh \
+		 "$SRC"/selftests/lockdown.sh; do
 		if [[ -e $f ]]; then cp "$f" "$root/kpatch/selftests/"; fi
 	done
-	if [[ -e $out/kpctl ]]; then cp "$out/kpctl" "$root/bin/kpctl"; fi
+	if [[ -d $out/bin ]]; then cp "$out"/bin/* "$root/bin/"; fi
 	(cd "$root" && find . -print0 | sort -z |
 		cpio --null -o -H newc --owner=0:0 --quiet) | gzip -6 >"$out/initramfs.gz"
 }
@@ -486,9 +576,10 @@ trap kill_guest EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# boot KVER DIR MODE TIMEOUT; sets BOOT_RC, BOOT_SECS
+# boot KVER DIR MODE TIMEOUT [ARGS]; sets BOOT_RC, BOOT_SECS.  ARGS: more
+# kernel command line.
 boot() {
-	local kver=$1 dir=$2 mode=$3 tmo=$4 start
+	local kver=$1 dir=$2 mode=$3 tmo=$4 args=${5:-} start
 	rm -f "$dir"/{console,results,qemu}.log
 	start=$SECONDS
 	# console.log: kernel console (ttyS0); results.log: test protocol (ttyS1).
@@ -503,7 +594,7 @@ boot() {
 		-nographic -monitor none -nic none -no-reboot \
 		-serial "file:$dir/console.log" -serial "file:$dir/results.log" \
 		-kernel "$CACHE/kernels/$kver/vmlinuz" -initrd "$dir/initramfs.gz" \
-		-append "console=ttyS0 panic=-1 oops=panic quiet loglevel=5 kpatch.mode=$mode" \
+		-append "console=ttyS0 panic=-1 oops=panic quiet loglevel=5 kpatch.mode=$mode${args:+ $args}" \
 		</dev/null >"$dir/qemu.log" 2>&1 &
 	QEMU_PID=$!
 	BOOT_RC=0
@@ -605,6 +696,27 @@ make_and_boot() {
 	log "$kver: guest ran ${BOOT_SECS}s"
 }
 
+# is_debug_kernel KVER: KVER is the debug kernel (see debug-kernel.sh)
+is_debug_kernel() {
+	[[ -e $CACHE/kernels/$1/debug-kernel.key ]]
+}
+
+# lockdown_boot KVER TIMEOUT: the second boot of `run`, with
+# lockdown=integrity, runs selftests/lockdown.sh; logs in
+# $BUILDROOT/KVER/lockdown/.  kpatch.modsig tells the guest whether the
+# modules are signed with the kernel's key (sign_modules), so that they
+# must load, or unsigned, so that lockdown must refuse them.
+lockdown_boot() {
+	local kver=$1 tmo=$2 dir=$BUILDROOT/$1 sig=unsigned
+	[[ -e $dir/initramfs.gz ]] || make_initramfs "$dir"
+	mkdir -p "$dir/lockdown"
+	ln -f "$dir/initramfs.gz" "$dir/lockdown/initramfs.gz"
+	if [[ -e $(host_kdir "$kver")/certs/signing_key.pem ]]; then sig=signed; fi
+	log "booting $kver (lockdown, timeout ${tmo}s, console: $dir/lockdown/console.log)"
+	boot "$kver" "$dir/lockdown" lockdown "$tmo" "lockdown=integrity kpatch.modsig=$sig"
+	log "$kver: lockdown guest ran ${BOOT_SECS}s"
+}
+
 cmd_run() {
 	local kernels=("$@") kver rc=0
 	if ((${#kernels[@]} == 0)); then
@@ -624,10 +736,22 @@ cmd_run() {
 			rc=1
 			continue
 		fi
-		make_and_boot "$kver" test "$TEST_TIMEOUT"
-		local dir=$BUILDROOT/$kver
-		results_to_tap "$dir/results.log"
-		check_guest "$kver" "$dir" "the tests" "$TEST_TIMEOUT" || rc=1
+		local dir=$BUILDROOT/$kver tmo=$TEST_TIMEOUT ltmo=$LOCKDOWN_TIMEOUT
+		# The debug kernel's checkers make the suite 2-3 times slower.
+		if is_debug_kernel "$kver"; then
+			tmo=${KPATCH_TEST_TIMEOUT:-2400} ltmo=${KPATCH_LOCKDOWN_TIMEOUT:-600}
+		fi
+		if [[ ${KPATCH_TESTS:-} != lockdown ]]; then
+			make_and_boot "$kver" test "$tmo"
+			results_to_tap "$dir/results.log"
+			check_guest "$kver" "$dir" "the tests" "$tmo" || rc=1
+		fi
+		if [[ -z ${KPATCH_TESTS:-} || $KPATCH_TESTS == lockdown ]]; then
+			lockdown_boot "$kver" "$ltmo"
+			results_to_tap "$dir/lockdown/results.log"
+			check_guest "$kver (lockdown)" "$dir/lockdown" "the lockdown tests" \
+				"$ltmo" || rc=1
+		fi
 		echo "1..$TAPN"
 	done
 	local summary="$PASS passed, $FAIL failed"

@@ -213,6 +213,16 @@ main() {
 		[[ -s $CACHE/kernels.list ]] || die "$CACHE/kernels.list missing (run: $TESTBED setup)"
 		mapfile -t kernels <"$CACHE/kernels.list"
 	fi
+	# Not the debug kernel (testbed.sh's is_debug_kernel): its checkers
+	# would be all the figures measure.
+	for kver in "${!kernels[@]}"; do
+		if [[ -e $CACHE/kernels/${kernels[kver]}/debug-kernel.key ]]; then
+			log "skipping the debug kernel ${kernels[kver]}"
+			unset 'kernels[kver]'
+		fi
+	done
+	kernels=("${kernels[@]}")
+	((${#kernels[@]})) || die "no kernel to benchmark"
 	mkdir -p "$OUT"
 	exec 9>"$OUT/.lock"
 	flock -n 9 || die "another bench run holds $OUT/.lock"

@@ -1,0 +1,353 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# test-nmi.sh - patched functions called from NMIs and from every CPU while
+# patches come and go, and updates made to fail by an NMI in the middle of
+# the stop_machine() callback.  Uses the hooked build of kpatch.ko and
+# kpatch_test_nmi.ko (see that module's header): kpatch_test_nmi_f and
+# kpatch_test_nmi_g return 100 + N and 200 + N in generation N (0: the
+# originals, 1-3: the replacements f1/g1 .. f3/g3), and every caller checks
+# that the pair it got comes from one generation.
+#
+# 1. Stress: one thread per CPU calls f and g, a sender raises NMIs on
+#    every CPU whose handler calls f and g, and the update hook raises an
+#    NMI on the other CPUs at every update, while KPATCH_NMI_CYCLES
+#    (default 1000) cycles each go from no patch back to no patch, in four
+#    shapes:
+#      patch A, stack B, unpatch B, unpatch A
+#      patch A, stack B, unpatch A, unpatch B
+#      patch A, replace with C, unpatch C
+#      patch A, stack B, replace with C, unpatch C
+#    (A: f->f1 g->g1, B: f2/g2, C: f3/g3).  An NMI that calls f or g while
+#    an update is in progress makes kpatch refuse it (EBUSY); that is
+#    retried up to 20 times.  After every step a call of f and g from the
+#    shell must see the top patch; no caller may ever see two generations.
+# 2. Failure paths, without the threads: an NMI that lands at UPDATING or
+#    once the entries are published makes patch, stack, replace and
+#    unpatch fail with EBUSY, the kernel log names the function called,
+#    and the patches file, the sysfs tree, enabled_functions and the module
+#    reference counts are exactly as before.
+# 3. An NMI on another CPU calls f when the stop_machine() callback starts
+#    (state still IDLE) and g only after the update has published its
+#    entries (or after 200 ms).  Whether kpatch then refuses the update or
+#    lets it through, that NMI's f and g must come from one generation.
+#    (kpatch's callback waits for every CPU to see UPDATING, so the NMI
+#    times out and gets both from before the update.)
+
+KPATCH_HOOKS=${KPATCH_HOOKS:-/kpatch/hooks}
+# (read by functions.sh)
+# shellcheck disable=SC2034
+KPATCH_KO=$KPATCH_HOOKS/kpatch.ko
+# shellcheck disable=SC2034
+KPATCH_MODDIR=$KPATCH_HOOKS/test_modules
+
+# shellcheck source-path=SCRIPTDIR source=functions.sh
+. "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
+
+CYCLES=${KPATCH_NMI_CYCLES:-1000}
+STRADDLE=${KPATCH_NMI_STRADDLE:-1}
+NMI_PARAMS=/sys/module/kpatch_test_nmi/parameters
+MAX_TRIES=20
+
+setup_modules kpatch kpatch_test_nmi
+# One try per command: this test counts tries and retries EBUSY itself.
+if [ -w /sys/module/kpatch/parameters/retries ]; then
+	echo 0 >/sys/module/kpatch/parameters/retries ||
+		bail "setup: kpatch retries=0"
+fi
+f=$(sym kpatch_test_nmi_f kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_f"
+g=$(sym kpatch_test_nmi_g kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_g"
+f1=$(sym kpatch_test_nmi_f1 kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_f1"
+g1=$(sym kpatch_test_nmi_g1 kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_g1"
+f2=$(sym kpatch_test_nmi_f2 kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_f2"
+g2=$(sym kpatch_test_nmi_g2 kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_g2"
+f3=$(sym kpatch_test_nmi_f3 kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_f3"
+g3=$(sym kpatch_test_nmi_g3 kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_g3"
+
+# nmi NAME: value of kpatch_test_nmi's parameter NAME
+nmi() {
+	modparam kpatch_test_nmi "$1"
+}
+
+# nmi_read NAME: the same into NMI_VAL, without a fork (the stress loop
+# reads parameters thousands of times)
+nmi_read() {
+	read -r NMI_VAL <"$NMI_PARAMS/$1"
+}
+
+# nmi_set NAME VALUE: set kpatch_test_nmi's parameter NAME
+nmi_set() {
+	echo "$2" >"$NMI_PARAMS/$1"
+}
+
+# nmi_stop: stop the threads and every NMI source of the module
+nmi_stop() {
+	nmi_set stress 0
+	nmi_set kick_every 0
+	nmi_set force off
+}
+KP_CLEANUP_HOOK=nmi_stop
+
+# nmi_sent_all_landed: every NMI the module raised has landed
+nmi_sent_all_landed() {
+	[ "$(nmi nmis_sent)" = "$(nmi nmi_calls)" ]
+}
+
+# ---------------------------------------------------------------- stress --
+
+# fast_kp CMD...: write CMD to the control file with the shell's own echo
+# (no fork), retrying EBUSY up to MAX_TRIES times; KP_RESULT is OK, EBUSY
+# or the error text.  Counts the retries in busy_retries.
+fast_kp() {
+	_fk_try=0
+	while :; do
+		if echo "$*" 2>"$KP_TMP/err" >"$KP_CONTROL"; then
+			KP_RESULT=OK
+		else
+			read -r KP_RESULT <"$KP_TMP/err" || KP_RESULT="(no message)"
+			case $KP_RESULT in
+			*"resource busy"*) KP_RESULT=EBUSY ;;
+			esac
+		fi
+		if [ "$KP_RESULT" != EBUSY ] || [ "$_fk_try" -ge "$MAX_TRIES" ]; then
+			break
+		fi
+		_fk_try=$((_fk_try + 1))
+		busy_retries=$((busy_retries + 1))
+	done
+	[ "$KP_RESULT" = OK ]
+}
+
+# step GEN CMD...: one update of a cycle; then f and g called from the
+# shell must return generation GEN
+step() {
+	_st_gen=$1
+	shift
+	steps=$((steps + 1))
+	if ! fast_kp "$@"; then
+		failed=$((failed + 1))
+		[ "$failed" -gt 5 ] || diag "cycle $i: $1 $2: $KP_RESULT"
+		return 1
+	fi
+	nmi_read generation
+	if [ "$NMI_VAL" != "$_st_gen" ]; then
+		wrong=$((wrong + 1))
+		[ "$wrong" -gt 5 ] ||
+			diag "cycle $i: after $1 $2: generation $NMI_VAL, expected $_st_gen"
+	fi
+	return 0
+}
+
+# cycle N: one cycle, of shape N % 4; fails at the first step that fails
+cycle() {
+	step 1 patch A "$f" "$f1" "$g" "$g1" || return 1
+	case $(($1 % 4)) in
+	0)
+		step 2 patch B "$f" "$f2" "$g" "$g2" &&
+			step 1 unpatch B &&
+			step 0 unpatch A
+		;;
+	1)
+		step 2 patch B "$f" "$f2" "$g" "$g2" &&
+			step 2 unpatch A &&
+			step 0 unpatch B
+		;;
+	2)
+		step 3 replace C "$f" "$f3" "$g" "$g3" &&
+			step 0 unpatch C
+		;;
+	3)
+		step 2 patch B "$f" "$f2" "$g" "$g2" &&
+			step 3 replace C "$f" "$f3" "$g" "$g3" &&
+			step 0 unpatch C
+		;;
+	esac
+}
+
+# scan_log: go through the kernel log since the last log_mark, then set a
+# new mark (the log holds only a few hundred cycles' worth): add the
+# refusals to refused_nmi (a patched function ran during the update) and
+# refused_other (any other reason), and the lines that show a splat or an
+# NMI nobody claimed to bad_log
+scan_log() {
+	_sl_log=$(log_since_mark)
+	log_mark
+	_sl_bad=$(printf '%s\n' "$_sl_log" |
+		grep -E -- "$KP_SPLAT_RE|NMI received for unknown reason")
+	[ -z "$_sl_bad" ] || bad_log="$bad_log$_sl_bad
+"
+	_sl_log=$(printf '%s\n' "$_sl_log" | grep 'kpatch: .* refused: ')
+	[ -n "$_sl_log" ] || return 0
+	_sl_n=$(printf '%s\n' "$_sl_log" | grep -c 'was called during the update')
+	refused_nmi=$((refused_nmi + _sl_n))
+	_sl_n=$(printf '%s\n' "$_sl_log" | grep -vc 'was called during the update')
+	if [ "$_sl_n" -gt 0 ]; then
+		[ "$refused_other" -gt 0 ] ||
+			diag "other refusals:" "$(printf '%s\n' "$_sl_log" |
+				grep -v 'was called during the update' | head -n 3)"
+		refused_other=$((refused_other + _sl_n))
+	fi
+}
+
+start_test "threads and NMIs"
+log_mark
+nmi_set stress 1
+threads=$(nmi threads)
+diag "$threads calling threads, $(nproc) CPUs"
+check "one thread per online CPU" test "$threads" -eq "$(nproc)"
+check "the threads call f and g" wait_until modparam_positive kpatch_test_nmi thread_calls
+check "NMIs call f and g" wait_until modparam_positive kpatch_test_nmi nmi_calls
+check_eq "f and g unpatched: generation 0" 0 "$(nmi generation)"
+
+start_test "$CYCLES cycles of patch, stack, replace and unpatch"
+diag "% for i in \$(seq $CYCLES); do patch A, stack B, replace with C," \
+	"unpatch, ...; done  (EBUSY retried up to $MAX_TRIES times)"
+nmi_set kick_every 1
+busy_retries=0
+refused_nmi=0
+refused_other=0
+bad_log=
+steps=0
+failed=0
+wrong=0
+updates0=$(nmi updates)
+start=$(date +%s)
+i=0
+while [ "$i" -lt "$CYCLES" ]; do
+	i=$((i + 1))
+	if ! cycle "$i"; then
+		for _n in C B A; do
+			echo "unpatch $_n" >"$KP_CONTROL" 2>/dev/null
+		done
+	fi
+	[ $((i % 100)) -ne 0 ] || scan_log
+done
+scan_log
+secs=$(($(date +%s) - start))
+nmi_stop
+updates=$(($(nmi updates) - updates0))
+
+check_eq "every step of every cycle succeeded" 0 "$failed"
+check_patches "no patch left"
+check_eq "after every step, f and g returned the top patch's generation" 0 "$wrong"
+check "every NMI raised landed and was handled" wait_until nmi_sent_all_landed
+thread_calls=$(nmi thread_calls)
+nmi_calls=$(nmi nmi_calls)
+in_update=$(nmi nmis_in_update)
+in_stop=$(nmi nmis_in_stop_machine)
+inconsistent=$(nmi inconsistent)
+diag "cycles done: $i in ${secs}s ($steps steps, $updates updates," \
+	"$busy_retries EBUSY retries)"
+diag "calls made (f/g pairs): $thread_calls by threads, $nmi_calls by NMIs"
+diag "generations seen: threads $(nmi thread_gens); NMIs $(nmi nmi_gens)"
+diag "NMIs raised: $(nmi nmis_sent); landed during an update: $in_update" \
+	"(in stop_machine: $in_stop)"
+diag "updates refused because an NMI ran: $refused_nmi;" \
+	"refused otherwise: $refused_other"
+diag "inconsistencies: $inconsistent (last: $(nmi last_inconsistent))"
+check_eq "no caller saw two generations" 0 "$inconsistent"
+check "the threads called f and g" test "$thread_calls" -gt 0
+check "NMIs called f and g" test "$nmi_calls" -gt 0
+check "NMIs landed during updates" test "$in_update" -gt 0
+check "NMIs landed inside stop_machine" test "$in_stop" -gt 0
+if [ -z "$bad_log" ]; then
+	ok "no kernel splat and no unclaimed NMI in the log"
+else
+	not_ok "no kernel splat and no unclaimed NMI in the log"
+	diag "$bad_log"
+fi
+
+# ---------------------------------------------------------- failure paths --
+
+# refused_by_nmi WHAT NAME: an NMI made WHAT (patch, replace, unpatch) of
+# NAME fail with EBUSY, and the kernel log says f was called
+refused_by_nmi() {
+	check_grep "the log names the function the NMI called" \
+		"kpatch: $1 '$2' refused: kpatch_test_nmi_f\\+0x[0-9a-f]+/0x[0-9a-f]+ \\[kpatch_test_nmi\\] was called during the update" \
+		"$(log_since_mark)"
+}
+
+# forced CMD...: with the hook armed, CMD fails with EBUSY, changes
+# nothing, and the log says why
+forced() {
+	log_mark
+	_fo_n=$(nmi forced)
+	expect_refused EBUSY "$@"
+	check_eq "the hook made an NMI land during the update" \
+		$((_fo_n + 1)) "$(nmi forced)"
+	refused_by_nmi "$1" "$2"
+}
+
+for point in updating published; do
+	start_test "an NMI at $point"
+	log_mark
+	point_mark=$KP_MARK
+	nmi_set force_every 1
+	nmi_set force "$point"
+	forced patch P "$f" "$f1" "$g" "$g1"
+	check_eq "f and g still unpatched" 0 "$(nmi generation)"
+
+	nmi_set force off
+	log_mark
+	expect_ok patch P "$f" "$f1" "$g" "$g1"
+	check_eq "without the NMI the patch applies: generation 1" 1 "$(nmi generation)"
+
+	nmi_set force "$point"
+	forced patch Q "$f" "$f2" "$g" "$g2"
+	check_eq "stacking refused: generation still 1" 1 "$(nmi generation)"
+	forced replace Q "$f" "$f3" "$g" "$g3"
+	check_eq "replace refused: generation still 1" 1 "$(nmi generation)"
+	forced unpatch P
+	check_eq "unpatch refused, rolled back: generation still 1" 1 "$(nmi generation)"
+
+	nmi_set force off
+	expect_ok unpatch P
+	check_eq "unpatched: generation 0" 0 "$(nmi generation)"
+	check_patches "no patch left"
+	check_eq "no forced NMI failed to land" 0 "$(nmi force_timeouts)"
+	check_eq "no caller saw two generations" 0 "$(nmi inconsistent)"
+	check_no_splat "$point_mark"
+done
+
+# ------------------------------------------------- an NMI across the update --
+
+# straddled GEN CMD...: run CMD while an NMI spans the update; it may be
+# accepted or refused, but the NMI must see one generation.  Then make
+# sure CMD took effect (without the NMI), so f and g are at GEN.
+straddled() {
+	_sd_gen=$1
+	shift
+	_sd_n=$(nmi inconsistent)
+	_sd_forced=$(nmi forced)
+	kp "$@"
+	check_eq "the NMI landed and called f before the update" \
+		$((_sd_forced + 1)) "$(nmi forced)"
+	case $KP_RESULT in
+	OK | EBUSY) ok "$(kp_what "$*") -> OK or EBUSY" ;;
+	*) not_ok "$(kp_what "$*") -> OK or EBUSY" ;;
+	esac
+	if ! check_eq "the NMI's f and g came from one generation" \
+		"$_sd_n" "$(nmi inconsistent)"; then
+		diag "$(kp_what "$*") -> $KP_RESULT; the NMI got $(nmi last_inconsistent)"
+	fi
+	if [ "$KP_RESULT" = EBUSY ]; then
+		nmi_set force off
+		kp "$@"
+		nmi_set force straddle
+	fi
+	check_eq "f and g at generation $_sd_gen" "$_sd_gen" "$(nmi generation)"
+}
+
+if [ "$STRADDLE" = 1 ]; then
+	start_test "an NMI from before UPDATING to after the entries are published"
+	log_mark
+	point_mark=$KP_MARK
+	nmi_set force_every 1
+	nmi_set force straddle
+	straddled 1 patch P "$f" "$f1" "$g" "$g1"
+	straddled 3 replace C "$f" "$f3" "$g" "$g3"
+	straddled 0 unpatch C
+	nmi_set force off
+	check_eq "no straddling NMI failed to land" 0 "$(nmi force_timeouts)"
+	check_no_splat "$point_mark"
+fi

@@ -49,4 +49,8 @@ int kpatch_test_value_b_v2(void);
 void kpatch_test_busy_fn(void);
 void kpatch_test_busy_fn_new(void);
 
+/* kpatch_test_going.ko */
+int kpatch_test_going_fn(void);
+int kpatch_test_going_fn_new(void);
+
 #endif /* _KPATCH_TEST_H */

@@ -10,10 +10,14 @@
  *  1. Outside stop_machine(): resolve and check every address through
  *     kallsyms, pin the modules involved, add the new call sites to the
  *     ftrace filter, and build a sorted table of the code ranges that no
- *     task may be executing for the update to be safe.
- *  2. Inside stop_machine(): walk the stack of every task and look each
- *     return address up in that table.  If none is found, publish the new
- *     function table; otherwise change nothing and fail with -EBUSY.
+ *     task may be executing for the update to be safe.  Then walk the
+ *     stack of every task that is blocked, look each return address up
+ *     in that table, and remember the clean ones with their context
+ *     switch count (the pre-walk).
+ *  2. Inside stop_machine(): walk the stack of every task that ran since
+ *     its pre-walk (its switch count changed), is new, or is an idle or
+ *     stopper task.  If no return address is in the table, publish the
+ *     new function table; otherwise change nothing and fail with -EBUSY.
  *  3. After it: wait for NMIs that may still look at the old table, then
  *     free what was removed and drop ftrace sites that no patch uses.
  *
@@ -38,8 +42,10 @@
 #include <linux/hashtable.h>
 #include <linux/kallsyms.h>
 #include <linux/kobject.h>
+#include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/sched.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/task.h>
 #include <linux/sched/task_stack.h>
@@ -244,6 +250,20 @@ enum kpatch_refusal {
 };
 
 /*
+ * A task whose stack the pre-walk found clean, walked while the task could
+ * not run, and what it takes to trust that walk inside stop_machine(): the
+ * same task (pointer, pid and start time: a task_struct freed and reused
+ * has another pid or start time) that has not been switched out since
+ * (the same nvcsw + nivcsw).  See the pre-walk, below.
+ */
+struct kpatch_seen {
+	struct task_struct *task;
+	unsigned long switches;		/* nvcsw + nivcsw at the walk */
+	u64 start_time;
+	pid_t pid;
+};
+
+/*
  * One update, as handed to the stop_machine() callback.  Everything in it
  * is prepared beforehand; the callback only checks stacks and relinks.
  */
@@ -254,6 +274,15 @@ struct kpatch_update {
 	bool replace;			/* also take out every other patch */
 	struct kpatch_range *ranges;	/* sorted, disjoint */
 	unsigned int nr_ranges;
+
+	/*
+	 * The pre-walk of one try: clean tasks in task list order, the same
+	 * entries sorted by task pointer, and where the callback expects the
+	 * next task of the list.  nr_seen is 0 when nothing is known.
+	 */
+	struct kpatch_seen *seen;
+	struct kpatch_seen **seen_by_task;
+	unsigned int nr_seen, max_seen, next_seen;
 
 	/* Filled in by the callback when it refuses. */
 	enum kpatch_refusal refusal;
@@ -447,39 +476,18 @@ static void kpatch_refuse(struct kpatch_update *upd, enum kpatch_refusal why,
 }
 
 /*
- * Check one task's stack.  Called from the stop_machine() callback, so the
- * task is not running (see below for the exceptions) and its stack cannot
- * change.  The walk follows the reliable-stacktrace rules of the x86 arch
- * code: a user-mode register frame ends a task's kernel stack; any unwinder
- * error, or a return address outside known text, makes the stack unreliable.
+ * Walk the kernel stack of @task, which must not run meanwhile, and look
+ * each return address up in the range table.  The walk follows the
+ * reliable-stacktrace rules of the x86 arch code: a user-mode register
+ * frame ends a task's kernel stack; any unwinder error, or a return
+ * address outside known text, makes the stack unreliable.
  */
-static int kpatch_check_task(struct task_struct *task,
+static int kpatch_walk_stack(struct task_struct *task,
 			     struct kpatch_update *upd)
 {
 	struct unwind_state state;
 	struct pt_regs *regs;
 	unsigned long addr;
-
-	/*
-	 * Every online CPU other than this one is running its stopper thread
-	 * in the stop_machine() loop with interrupts off, so a task that is
-	 * on a CPU and is not current is one of those threads.  Its stack is
-	 * live and cannot be walked, but it is the same call chain as
-	 * current's down to multi_cpu_stop(), which is walked.  The functions
-	 * that loop calls are covered by the state machine: calling a patched
-	 * one during the update forces KPATCH_STATE_FAILURE.
-	 */
-	if (task != current && READ_ONCE(task->on_cpu)) {
-		WARN_ON_ONCE(!(task->flags & PF_KTHREAD));
-		return 0;
-	}
-
-	/*
-	 * A task that has exited for good has no stack left (and nothing on
-	 * it).  Nobody can drop or take a stack reference while we run.
-	 */
-	if (!task_stack_page(task) || !refcount_read(&task->stack_refcount))
-		return 0;
 
 	for (unwind_start(&state, task, NULL, NULL);
 	     !unwind_done(&state) && !unwind_error(&state);
@@ -515,34 +523,289 @@ static int kpatch_check_task(struct task_struct *task,
 }
 
 /*
- * The activeness safety check: no task may be executing, or be about to
- * return into, code that the update makes unreachable.
- *
- * Called from the stop_machine() callback.  The task list cannot change:
- * it is only modified under tasklist_lock with interrupts disabled, and
- * every CPU is in the stop_machine() loop with interrupts disabled, so no
- * such section is in progress.  The idle tasks are not on the task list.
- * init_task (the boot CPU's idle task) is checked; the other online CPUs'
- * idle tasks are not reachable through exported symbols, but each of them
- * is parked in the same idle-loop call chain as init_task, so checking
- * init_task covers those functions.  CPUs that are offline are not covered
- * (see Documentation.txt).
+ * Check one task's stack from the stop_machine() callback.  The task is not
+ * running (see below for the exceptions), so its stack cannot change.
  */
-static int kpatch_check_stacks(struct kpatch_update *upd)
+static int kpatch_check_task(struct task_struct *task,
+			     struct kpatch_update *upd)
+{
+	/*
+	 * Every online CPU other than this one is running its stopper thread
+	 * in the stop_machine() loop with interrupts off, so a task that is
+	 * on a CPU and is not current is one of those threads.  Its stack is
+	 * live and cannot be walked, but it is the same call chain as
+	 * current's down to multi_cpu_stop(), which is walked.  The functions
+	 * that loop calls are covered by the state machine: calling a patched
+	 * one during the update forces KPATCH_STATE_FAILURE.
+	 */
+	if (task != current && READ_ONCE(task->on_cpu)) {
+		WARN_ON_ONCE(!(task->flags & PF_KTHREAD));
+		return 0;
+	}
+
+	/*
+	 * A task that has exited for good has no stack left (and nothing on
+	 * it).  Nobody can drop or take a stack reference while we run.
+	 */
+	if (!task_stack_page(task) || !refcount_read(&task->stack_refcount))
+		return 0;
+
+	return kpatch_walk_stack(task, upd);
+}
+
+/*
+ * The pre-walk: most of the stack check, done before stop_machine() so
+ * that the CPUs stop only for the tasks that ran since.
+ *
+ *   before stop_machine(), kpatch_mutex held     in the callback
+ *
+ *   for each task T on the task list:            walk current and init_task
+ *     lock T->pi_lock                            for each task T on the list:
+ *     T blocked, off CPU? ---no---> leave T        T cached, same pid, start
+ *       | yes                   to the callback    time, nvcsw + nivcsw?
+ *       v                                            | yes         | no
+ *     walk T's stack: in use? ---yes---> refuse      v             v
+ *       | clean                                    trust the    walk T's
+ *       v                                          pre-walk     stack
+ *     cache T: pointer, pid, start time, nvcsw + nivcsw
+ *     unlock T->pi_lock
+ *
+ * Why the callback may trust a cached walk of T:
+ *
+ * 1. The walk saw T's stack as it was.  T->pi_lock is held and T is
+ *    blocked (not TASK_RUNNING, TASK_WAKING or TASK_DEAD), not on a
+ *    runqueue and not on a CPU.  Such a task runs again only when woken,
+ *    and try_to_wake_up() and wake_up_new_task() take T->pi_lock first:
+ *    until the lock is dropped T cannot run, so its stack neither changes
+ *    nor goes away (a stack is freed after its task's last switch-out).
+ *    get_wchan() walks other tasks' stacks under the same rule; the test
+ *    of on_cpu covers a task that has dequeued itself but is still
+ *    switching out.
+ * 2. A task's kernel stack changes only while the task runs.  Nobody else
+ *    writes there, but ptrace into the user register frame, where every
+ *    walk stops.
+ * 3. Each time __schedule() takes a task off a CPU (prev != next) it
+ *    increments prev->nvcsw (the task blocked) or prev->nivcsw (it was
+ *    preempted, or switched out while running); that is so in 6.1, 6.12
+ *    and 7.x alike.  No other path switches a task out, and the counts
+ *    never go down.
+ * 4. In the callback every online CPU runs its stopper thread, so no other
+ *    task is on a CPU: a task that ran at any time after its pre-walk has
+ *    been switched out since, and its count is higher.  An equal count
+ *    means that T did not run -- its stack is the one walked -- or that T
+ *    is a stopper thread, running now.  The callback walks current (this
+ *    CPU's stopper) itself; the other stoppers are in the stop_machine()
+ *    loop, covered as kpatch_check_task() explains.
+ * 5. Pointer, pid and start time name one task: a task_struct freed after
+ *    the pre-walk and reused for a new task has another pid or start time.
+ *    Tasks without a cache entry (new ones, those running, runnable or
+ *    exiting at the pre-walk) and the idle task are walked in the
+ *    callback, as are tasks that ran.
+ *
+ * The callback sees the counts written on other CPUs: a switch-out on a
+ * CPU comes before its stopper starts, and the stop_machine() rendezvous
+ * (acknowledged with fully ordered atomics) comes before the callback.
+ */
+
+/* Remember that @task's stack is clean; its pi_lock is held. */
+static void kpatch_seen_add(struct kpatch_update *upd,
+			    struct task_struct *task)
+{
+	struct kpatch_seen *s = &upd->seen[upd->nr_seen++];
+
+	s->task = task;
+	s->switches = task->nvcsw + task->nivcsw;
+	s->start_time = task->start_time;
+	s->pid = task->pid;
+}
+
+/*
+ * Pre-walk @task if it can be kept from running meanwhile, and cache it if
+ * its stack is clean.  Returns -EBUSY when the stack refuses the update;
+ * a task that cannot be walked now is left to the callback.
+ */
+static int kpatch_prewalk_task(struct task_struct *task,
+			       struct kpatch_update *upd)
+{
+	unsigned long flags;
+	unsigned int state;
+	int ret = 0;
+
+	if (task == current || upd->nr_seen == upd->max_seen)
+		return 0;
+
+	raw_spin_lock_irqsave(&task->pi_lock, flags);
+	state = READ_ONCE(task->__state);
+	/* on_rq after the state, as in try_to_wake_up() and get_wchan(). */
+	smp_rmb();
+	if (state == TASK_RUNNING || state == TASK_WAKING ||
+	    state == TASK_DEAD || READ_ONCE(task->on_rq))
+		goto out;
+	/* on_cpu after on_rq, as in try_to_wake_up(). */
+	smp_rmb();
+	/*
+	 * A task that has dequeued itself may still be switching out.  The
+	 * acquire pairs with the release that clears on_cpu in the scheduler's
+	 * finish_task(): once on_cpu reads 0, the stack is visible as the
+	 * switch-out left it.
+	 */
+	if (smp_load_acquire(&task->on_cpu))
+		goto out;
+	if (!task_stack_page(task) || !refcount_read(&task->stack_refcount))
+		goto out;
+
+	ret = kpatch_walk_stack(task, upd);
+	if (!ret)
+		kpatch_seen_add(upd, task);
+out:
+	raw_spin_unlock_irqrestore(&task->pi_lock, flags);
+	return ret;
+}
+
+static int kpatch_cmp_seen(const void *a, const void *b)
+{
+	const struct kpatch_seen *x = *(const struct kpatch_seen **)a;
+	const struct kpatch_seen *y = *(const struct kpatch_seen **)b;
+
+	return x->task < y->task ? -1 : x->task > y->task;
+}
+
+/* Drop what the pre-walk of one try learned. */
+static void kpatch_forget(struct kpatch_update *upd)
+{
+	kvfree(upd->seen);
+	kvfree(upd->seen_by_task);
+	upd->seen = NULL;
+	upd->seen_by_task = NULL;
+	upd->nr_seen = 0;
+	upd->max_seen = 0;
+}
+
+/*
+ * Pre-walk every task (see above).  Returns -EBUSY if a stack refuses the
+ * update.  Without memory for the cache nothing is remembered, and the
+ * callback walks every task.
+ */
+static int kpatch_prewalk(struct kpatch_update *upd)
 {
 	struct task_struct *g, *t;
+	unsigned int i, n = 0;
 	int ret = 0;
 
 	if (!upd->nr_ranges)
 		return 0;
 
+	/* Room for the tasks there are now and some that may come. */
+	rcu_read_lock();
+	for_each_process_thread(g, t)
+		n++;
+	rcu_read_unlock();
+	n += n / 16 + 16;
+	upd->seen = kvmalloc_array(n, sizeof(*upd->seen), GFP_KERNEL);
+	upd->seen_by_task = kvmalloc_array(n, sizeof(*upd->seen_by_task),
+					   GFP_KERNEL);
+	if (!upd->seen || !upd->seen_by_task) {
+		kpatch_forget(upd);
+		return 0;
+	}
+	upd->max_seen = n;
+
+	/* for_each_process_thread() is two loops: leave with goto. */
 	rcu_read_lock();
 	for_each_process_thread(g, t) {
+		ret = kpatch_prewalk_task(t, upd);
+		if (ret)
+			goto out;
+	}
+out:
+	rcu_read_unlock();
+	if (ret) {
+		kpatch_forget(upd);
+		return ret;
+	}
+
+	for (i = 0; i < upd->nr_seen; i++)
+		upd->seen_by_task[i] = &upd->seen[i];
+	sort(upd->seen_by_task, upd->nr_seen, sizeof(*upd->seen_by_task),
+	     kpatch_cmp_seen, NULL);
+	return 0;
+}
+
+/*
+ * The cache entry of @task, or NULL.  The callback goes through the task
+ * list in the order of the pre-walk, so the entry is almost always the one
+ * after the last match; tasks created or gone since then make it search.
+ */
+static struct kpatch_seen *kpatch_seen_find(struct kpatch_update *upd,
+					    struct task_struct *task)
+{
+	struct kpatch_seen key = { .task = task }, *keyp = &key, **found;
+
+	if (likely(upd->next_seen < upd->nr_seen &&
+		   upd->seen[upd->next_seen].task == task))
+		return &upd->seen[upd->next_seen++];
+
+	found = bsearch(&keyp, upd->seen_by_task, upd->nr_seen,
+			sizeof(*upd->seen_by_task), kpatch_cmp_seen);
+	if (!found)
+		return NULL;
+	upd->next_seen = *found - upd->seen + 1;
+	return *found;
+}
+
+/* Is @task the task of @s, not switched out since its pre-walk? */
+static bool kpatch_seen_unchanged(const struct kpatch_seen *s,
+				  const struct task_struct *task)
+{
+	return s->switches == task->nvcsw + task->nivcsw &&
+	       s->pid == task->pid && s->start_time == task->start_time;
+}
+
+/*
+ * The activeness safety check: no task may be executing, or be about to
+ * return into, code that the update makes unreachable.
+ *
+ * Called from the stop_machine() callback, after the pre-walk.  The task
+ * list cannot change: it is only modified under tasklist_lock with
+ * interrupts disabled, and every CPU is in the stop_machine() loop with
+ * interrupts disabled, so no such section is in progress.  Walked here:
+ * current, init_task and every task that the pre-walk did not cache or
+ * that was switched out since (see the pre-walk for why that is enough).
+ *
+ * The idle tasks are not on the task list.  init_task (the boot CPU's idle
+ * task) is checked; the other online CPUs' idle tasks are not reachable
+ * through exported symbols, but each of them is parked in the same
+ * idle-loop call chain as init_task, so checking init_task covers those
+ * functions.  CPUs that are offline are not covered (see
+ * Documentation.txt).
+ */
+static int kpatch_check_stacks(struct kpatch_update *upd)
+{
+	struct task_struct *g, *t;
+	struct kpatch_seen *s;
+	int ret;
+
+	if (!upd->nr_ranges)
+		return 0;
+
+	/* Running now, or idle: whatever their switch counts say. */
+	ret = kpatch_check_task(current, upd);
+	if (!ret)
+		ret = kpatch_check_task(&init_task, upd);
+	if (ret)
+		return ret;
+
+	/* for_each_process_thread() is two loops: leave with goto. */
+	upd->next_seen = 0;
+	rcu_read_lock();
+	for_each_process_thread(g, t) {
+		s = kpatch_seen_find(upd, t);
+		if (s && kpatch_seen_unchanged(s, t))
+			continue;
 		ret = kpatch_check_task(t, upd);
 		if (ret)
 			goto out;
 	}
-	ret = kpatch_check_task(&init_task, upd);
 out:
 	rcu_read_unlock();
 	return ret;
@@ -1097,11 +1360,18 @@ static void kpatch_set_op(struct kpatch_update *upd, enum kpatch_op add,
 				kpmod->funcs[i].op = remove;
 }
 
-/* Run one prepared update through the state machine and stop_machine(). */
-static int kpatch_run_update(struct kpatch_update *upd)
+/*
+ * One try of a prepared update: the pre-walk, then the state machine and
+ * stop_machine().  Returns 0, or -EBUSY with upd->refusal saying why.
+ */
+static int kpatch_try_update(struct kpatch_update *upd)
 {
-	const char *name = upd->add ? upd->add->name : upd->remove->name;
 	int ret, old;
+
+	upd->refusal = KPATCH_OK;
+	ret = kpatch_prewalk(upd);
+	if (ret)
+		return ret;
 
 	/* Callers ignore func->op while the state is IDLE. */
 	kpatch_set_op(upd, KPATCH_OP_PATCH, KPATCH_OP_UNPATCH);
@@ -1122,7 +1392,17 @@ static int kpatch_run_update(struct kpatch_update *upd)
 	synchronize_rcu();
 	kpatch_set_op(upd, KPATCH_OP_NONE, KPATCH_OP_NONE);
 	kpatch_test_point(KPATCH_TEST_DONE);
+	kpatch_forget(upd);
+	return ret;
+}
 
+/* Run one prepared update; if the stack check refuses it, log why. */
+static int kpatch_run_update(struct kpatch_update *upd)
+{
+	const char *name = upd->add ? upd->add->name : upd->remove->name;
+	int ret;
+
+	ret = kpatch_try_update(upd);
 	switch (ret ? upd->refusal : KPATCH_OK) {
 	case KPATCH_OK:
 		break;

@@ -7,6 +7,9 @@
 # the function and the task.  A patch that includes it among other
 # functions fails as a whole.  Once the thread has left the function the
 # same patch applies, and the thread's next call runs the new function.
+# A thread that enters the function after kpatch walked the sleeping
+# tasks' stacks, just before stop_machine(), is caught by the check inside
+# stop_machine().
 #
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
@@ -71,4 +74,27 @@ check "the thread calls kpatch_test_busy_fn once more" \
 	wait_until modparam_is kpatch_test_busy again N
 check_eq "after unpatch the old function runs" 2 "$(modparam kpatch_test_busy old_calls)"
 check_eq "and the new one does not" 1 "$(modparam kpatch_test_busy new_calls)"
+check_no_splat
+
+start_test "a task that enters the function after the pre-walk"
+# The writer runs on CPU 0, where the ambush binds the thread: see
+# kpatch_test_busy.c.  The update must fail inside stop_machine(), whose
+# check sees that the thread ran since kpatch first walked its (then
+# clean) stack.
+busy_param ambush 1
+log_mark
+diag "% taskset -c 0 kpctl $KP_CONTROL \"patch busy5 $fn $fn_new\""
+KP_RESULT=$(taskset -c 0 "$KPCTL" "$KP_CONTROL" "patch busy5 $fn $fn_new" 2>&1)
+diag "$KP_RESULT"
+check_eq "the ambush went off" 0 "$(modparam kpatch_test_busy ambush)"
+check_eq "patch busy5 -> EBUSY" EBUSY "$KP_RESULT"
+check_eq "the thread is in kpatch_test_busy_fn" 1 "$(modparam kpatch_test_busy state)"
+check_grep "kernel log names the function and the task" \
+	"patch 'busy5' refused: kpatch_test_busy_fn[+].*pid $pid \\(kpatch_busy\\)" \
+	"$(log_since_mark)"
+check_patches "nothing patched"
+busy_param ambush 0
+busy_param release 1
+check "the thread leaves kpatch_test_busy_fn" \
+	wait_until modparam_is kpatch_test_busy state 2
 check_no_splat

@@ -21,6 +21,9 @@
  *  3. After it: wait for NMIs that may still look at the old table, then
  *     free what was removed and drop ftrace sites that no patch uses.
  *
+ * When the stack check refuses, the update is tried again a few times
+ * (the retries and retry_delay_ms parameters) before it fails.
+ *
  * Calls to a patched function enter ftrace at its fentry call; the ftrace
  * handler looks the function up and rewrites the saved instruction pointer
  * so that ftrace "returns" into the newest replacement instead.
@@ -38,6 +41,7 @@
 #include <linux/capability.h>
 #include <linux/ctype.h>
 #include <linux/debugfs.h>
+#include <linux/delay.h>
 #include <linux/ftrace.h>
 #include <linux/hashtable.h>
 #include <linux/kallsyms.h>
@@ -99,6 +103,27 @@
 /* Longest patch name, and longest command accepted by the control file. */
 #define KPATCH_NAME_MAX		63
 #define KPATCH_CMD_MAX		4096
+
+/*
+ * When the stack check refuses an update (a function in use, a stack that
+ * cannot be walked, a patched function called during the update), kpatch
+ * sleeps and tries again, up to kpatch_retries more times, before it fails
+ * with -EBUSY.  It sleeps with kpatch_mutex held, so the values are capped
+ * to keep a typo from blocking every other update for hours.  Both are
+ * read once per update.
+ */
+#define KPATCH_RETRIES_MAX		100U
+#define KPATCH_RETRY_DELAY_MS_MAX	10000U
+
+static unsigned int kpatch_retries = 3;
+module_param_named(retries, kpatch_retries, uint, 0644);
+MODULE_PARM_DESC(retries,
+		 "tries after the first when the stack check refuses an update (default 3, at most 100)");
+
+static unsigned int kpatch_retry_delay_ms = 20;
+module_param_named(retry_delay_ms, kpatch_retry_delay_ms, uint, 0644);
+MODULE_PARM_DESC(retry_delay_ms,
+		 "milliseconds to sleep before each retry (default 20, at most 10000)");
 
 /* ------------------------------------------------------------------------
  * Types and state
@@ -1396,31 +1421,73 @@ static int kpatch_try_update(struct kpatch_update *upd)
 	return ret;
 }
 
-/* Run one prepared update; if the stack check refuses it, log why. */
-static int kpatch_run_update(struct kpatch_update *upd)
+/*
+ * Log why try number @try of @upd was refused, naming the culprit: as an
+ * error if the update fails now (@last), else as a warning saying that it
+ * is tried again in @delay ms.
+ */
+static void kpatch_report(const struct kpatch_update *upd, unsigned int try,
+			  unsigned int tries, bool last, unsigned int delay)
 {
 	const char *name = upd->add ? upd->add->name : upd->remove->name;
-	int ret;
+	char why[KSYM_SYMBOL_LEN + 64];
 
-	ret = kpatch_try_update(upd);
-	switch (ret ? upd->refusal : KPATCH_OK) {
-	case KPATCH_OK:
-		break;
+	switch (upd->refusal) {
 	case KPATCH_BUSY:
-		pr_err("%s '%s' refused: %pS is on the stack of pid %d (%s); try again later\n",
-		       upd->verb, name, (void *)upd->busy_addr, upd->busy_pid,
-		       upd->busy_comm);
+		snprintf(why, sizeof(why), "%pS is on the stack of pid %d (%s)",
+			 (void *)upd->busy_addr, upd->busy_pid, upd->busy_comm);
 		break;
 	case KPATCH_UNRELIABLE:
-		pr_err("%s '%s' refused: the stack of pid %d (%s) cannot be walked reliably; try again later\n",
-		       upd->verb, name, upd->busy_pid, upd->busy_comm);
+		snprintf(why, sizeof(why),
+			 "the stack of pid %d (%s) cannot be walked reliably",
+			 upd->busy_pid, upd->busy_comm);
 		break;
 	case KPATCH_RAN:
-		pr_err("%s '%s' refused: %pS was called during the update (NMI or stop_machine loop); rolled back\n",
-		       upd->verb, name, (void *)READ_ONCE(kpatch_failed_ip));
+		snprintf(why, sizeof(why),
+			 "%pS was called during the update (NMI or stop_machine loop); rolled back",
+			 (void *)READ_ONCE(kpatch_failed_ip));
 		break;
+	default:
+		WARN_ON_ONCE(1);
+		return;
 	}
-	return ret;
+
+	if (!last)
+		pr_warn("%s '%s' busy (try %u of %u, again in %u ms): %s\n",
+			upd->verb, name, try, tries, delay, why);
+	else if (try > 1)
+		pr_err("%s '%s' refused after %u tries: %s\n", upd->verb, name,
+		       try, why);
+	else
+		pr_err("%s '%s' refused: %s\n", upd->verb, name, why);
+}
+
+/*
+ * Run a prepared update.  While the stack check refuses it, log the
+ * culprit, sleep and try again, kpatch_retries times at most; then fail
+ * with -EBUSY.  A signal ends the retries early.  Caller holds
+ * kpatch_mutex, so the update stays the same from try to try.
+ */
+static int kpatch_run_update(struct kpatch_update *upd)
+{
+	unsigned int tries = 1 + min(READ_ONCE(kpatch_retries),
+				     KPATCH_RETRIES_MAX);
+	unsigned int delay = min(READ_ONCE(kpatch_retry_delay_ms),
+				 KPATCH_RETRY_DELAY_MS_MAX);
+	unsigned int try;
+	bool last;
+	int ret;
+
+	for (try = 1; ; try++) {
+		ret = kpatch_try_update(upd);
+		if (ret != -EBUSY)
+			return ret;
+		last = try >= tries || signal_pending(current);
+		kpatch_report(upd, try, tries, last, delay);
+		if (last)
+			return ret;
+		msleep_interruptible(delay);
+	}
 }
 
 /*
@@ -1585,15 +1652,17 @@ static int kpatch_disable(struct kpatch_module *kpmod)
  *
  * Redirects every old function of @kpmod to its new function, atomically
  * with respect to every task: inside stop_machine(), after checking that no
- * task has any affected function on its stack.  The patch is named after
- * its module.  While it is enabled, the patch module, the modules holding
- * its old and new functions, and kpatch itself cannot be unloaded.
+ * task has any affected function on its stack.  While the check refuses,
+ * the update is tried again, as the retries and retry_delay_ms module
+ * parameters say.  The patch is named after its module.  While it is
+ * enabled, the patch module, the modules holding its old and new
+ * functions, and kpatch itself cannot be unloaded.
  *
  * Context: process context; sleeps.
  * Return: 0 on success; -EINVAL for a bad address, size or argument,
  * -EEXIST when a patch of that name is enabled, -EBUSY when a function is
- * in use or ftrace refused it, -ENODEV when @kpmod->mod is going away,
- * -ENOMEM.  On failure nothing has changed.
+ * still in use after the retries or ftrace refused it, -ENODEV when
+ * @kpmod->mod is going away, -ENOMEM.  On failure nothing has changed.
  */
 int kpatch_register(struct kpatch_module *kpmod, bool replace)
 {
@@ -1621,12 +1690,14 @@ EXPORT_SYMBOL_GPL(kpatch_register);
  * @kpmod: a patch enabled by kpatch_register()
  *
  * Restores the previous version of every function of @kpmod, with the same
- * stack check as kpatch_register(), and releases its module references.
+ * stack check and retries as kpatch_register(), and releases its module
+ * references.
  *
  * Context: process context; sleeps.
  * Return: 0 on success; -EINVAL if @kpmod is not enabled (for instance
  * because `unpatch` or a replacing patch already removed it); -EBUSY when
- * a function is in use; -ENOMEM.  On failure the patch stays enabled.
+ * a function is still in use after the retries; -ENOMEM.  On failure the
+ * patch stays enabled.
  */
 int kpatch_unregister(struct kpatch_module *kpmod)
 {

@@ -301,13 +301,13 @@ struct kpatch_update {
 	unsigned int nr_ranges;
 
 	/*
-	 * The pre-walk of one try: clean tasks in task list order, the same
-	 * entries sorted by task pointer, and where the callback expects the
-	 * next task of the list.  nr_seen is 0 when nothing is known.
+	 * The pre-walk of one try: clean tasks in task list order, and the
+	 * same entries sorted by task pointer.  nr_seen is 0 when nothing is
+	 * known.
 	 */
 	struct kpatch_seen *seen;
 	struct kpatch_seen **seen_by_task;
-	unsigned int nr_seen, max_seen, next_seen;
+	unsigned int nr_seen, max_seen;
 
 	/* Filled in by the callback when it refuses. */
 	enum kpatch_refusal refusal;
@@ -757,30 +757,23 @@ out:
 }
 
 /*
- * The cache entry of @task, or NULL.  The callback goes through the task
- * list in the order of the pre-walk, so the entry is almost always the one
- * after the last match; tasks created or gone since then make it search.
+ * The cache entry of @task, or NULL, when it is not the next one in task
+ * list order (see kpatch_check_stacks()).  Kept out of line: the key on
+ * the stack would cost every task of the callback's loop.
  */
-static struct kpatch_seen *kpatch_seen_find(struct kpatch_update *upd,
-					    struct task_struct *task)
+static noinline struct kpatch_seen *
+kpatch_seen_search(const struct kpatch_update *upd, struct task_struct *task)
 {
 	struct kpatch_seen key = { .task = task }, *keyp = &key, **found;
 
-	if (likely(upd->next_seen < upd->nr_seen &&
-		   upd->seen[upd->next_seen].task == task))
-		return &upd->seen[upd->next_seen++];
-
 	found = bsearch(&keyp, upd->seen_by_task, upd->nr_seen,
 			sizeof(*upd->seen_by_task), kpatch_cmp_seen);
-	if (!found)
-		return NULL;
-	upd->next_seen = *found - upd->seen + 1;
-	return *found;
+	return found ? *found : NULL;
 }
 
 /* Is @task the task of @s, not switched out since its pre-walk? */
-static bool kpatch_seen_unchanged(const struct kpatch_seen *s,
-				  const struct task_struct *task)
+static __always_inline bool kpatch_seen_unchanged(const struct kpatch_seen *s,
+						  const struct task_struct *task)
 {
 	return s->switches == task->nvcsw + task->nivcsw &&
 	       s->pid == task->pid && s->start_time == task->start_time;
@@ -806,8 +799,8 @@ static bool kpatch_seen_unchanged(const struct kpatch_seen *s,
  */
 static int kpatch_check_stacks(struct kpatch_update *upd)
 {
+	struct kpatch_seen *next = upd->seen, *end = next + upd->nr_seen, *s;
 	struct task_struct *g, *t;
-	struct kpatch_seen *s;
 	int ret;
 
 	if (!upd->nr_ranges)
@@ -820,13 +813,26 @@ static int kpatch_check_stacks(struct kpatch_update *upd)
 	if (ret)
 		return ret;
 
-	/* for_each_process_thread() is two loops: leave with goto. */
-	upd->next_seen = 0;
+	/*
+	 * The loop runs once per task with every CPU stopped: keep it short.
+	 * The pre-walk went through the same list in the same order, so a
+	 * task's entry, if it has one, is almost always @next; tasks created
+	 * or gone since make it search.  for_each_process_thread() is two
+	 * loops: leave with goto.
+	 */
 	rcu_read_lock();
 	for_each_process_thread(g, t) {
-		s = kpatch_seen_find(upd, t);
-		if (s && kpatch_seen_unchanged(s, t))
-			continue;
+		if (likely(next < end && next->task == t)) {
+			if (likely(kpatch_seen_unchanged(next++, t)))
+				continue;
+		} else {
+			s = kpatch_seen_search(upd, t);
+			if (s) {
+				next = s + 1;
+				if (kpatch_seen_unchanged(s, t))
+					continue;
+			}
+		}
 		ret = kpatch_check_task(t, upd);
 		if (ret)
 			goto out;

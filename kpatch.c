@@ -103,6 +103,8 @@
 /* Longest patch name, and longest command accepted by the control file. */
 #define KPATCH_NAME_MAX		63
 #define KPATCH_CMD_MAX		4096
+/* At most this many bytes of a rejected word are echoed, escaped, to the log. */
+#define KPATCH_ECHO_MAX		32
 
 /*
  * When the stack check refuses an update (a function in use, a stack that
@@ -177,6 +179,15 @@ static DEFINE_HASHTABLE(kpatch_func_hash, KPATCH_HASH_BITS);
  * state cannot go round to IDLE again during one lookup: that happens only
  * after stop_machine() returns, which waits for every CPU to leave the
  * handler, NMIs included.
+ *
+ * A caller that calls several patched functions (an NMI handler calling f,
+ * then g) must get them all from one version.  So the callback, once it
+ * has left IDLE, waits until the stopper thread of every other CPU has
+ * seen that, before it checks a stack or touches the table: an NMI that
+ * read IDLE keeps its CPU's stopper from answering until it returns.  From
+ * then on every call sees UPDATING or a later state, and UPDATING ends in
+ * FAILURE (all old) as soon as anyone calls a patched function, or in
+ * SUCCESS (all new) if nobody did.
  *
  * KPATCH_STATE_IDLE: no update is changing the table.  The first entry for a
  * function is the one that runs; func->op is ignored.
@@ -308,6 +319,10 @@ struct kpatch_update {
 	struct kpatch_seen *seen;
 	struct kpatch_seen **seen_by_task;
 	unsigned int nr_seen, max_seen;
+
+	/* The rendezvous at the start of the callback, see there. */
+	atomic_t cpus_in;		/* CPUs that entered the callback */
+	atomic_t cpus_seen;		/* other CPUs that saw UPDATING */
 
 	/* Filled in by the callback when it refuses. */
 	enum kpatch_refusal refusal;
@@ -978,19 +993,24 @@ static unsigned long kpatch_ftrace_ip(unsigned long addr)
  * Is @ip an ftrace call site?  Ask ftrace, then make sure the instruction
  * there is what ftrace puts at its sites (a 5-byte NOP or a CALL, or the
  * INT3 of a site being rewritten), so that @ip is the site itself and not
- * an address inside it.
+ * an address inside it.  Returns 0 if it is, -EINVAL if it is not, or
+ * -ENOMEM if ftrace had no memory to answer.
  */
-static bool kpatch_is_ftrace_site(unsigned long ip)
+static int kpatch_check_ftrace_site(unsigned long ip)
 {
 	static const u8 nop5[] = { BYTES_NOP5 };
 	u8 insn[MCOUNT_INSN_SIZE];
+	int ret;
 
-	if (ftrace_set_filter_ip(&kpatch_probe_ops, ip, 0, 1))
-		return false;
+	ret = ftrace_set_filter_ip(&kpatch_probe_ops, ip, 0, 1);
+	if (ret)
+		return ret == -ENOMEM ? -ENOMEM : -EINVAL;
 	if (copy_from_kernel_nofault(insn, (void *)ip, sizeof(insn)))
-		return false;
-	return !memcmp(insn, nop5, sizeof(nop5)) ||
-	       insn[0] == CALL_INSN_OPCODE || insn[0] == INT3_INSN_OPCODE;
+		return -EINVAL;
+	if (!memcmp(insn, nop5, sizeof(nop5)) ||
+	    insn[0] == CALL_INSN_OPCODE || insn[0] == INT3_INSN_OPCODE)
+		return 0;
+	return -EINVAL;
 }
 
 static int kpatch_cmp_ulong(const void *a, const void *b)
@@ -1011,6 +1031,30 @@ static unsigned int kpatch_uniq(unsigned long *ips, unsigned int n)
 		if (ips[i] != ips[k - 1])
 			ips[k++] = ips[i];
 	return k;
+}
+
+/* Take call sites out of the filter again. */
+static void kpatch_filter_remove(unsigned long *ips, unsigned int n)
+{
+	unsigned int i;
+	int ret;
+
+	/*
+	 * Callers are past the point of no return (an update took effect or
+	 * is being unwound), so this must not fail them.  ftrace needs memory
+	 * for a new filter hash; when it has none, each function is tried
+	 * once more on its own.  One that still cannot be dropped stays in
+	 * the filter, which is harmless: the handler finds no entry for it and
+	 * returns, and it goes with kpatch_ops when kpatch.ko is unloaded.
+	 */
+	if (!n || !ftrace_set_filter_ips(&kpatch_ops, ips, n, 1, 0))
+		return;
+	for (i = 0; i < n; i++) {
+		ret = ftrace_set_filter_ip(&kpatch_ops, ips[i], 1, 0);
+		if (ret)
+			pr_warn("%pS stays in the ftrace filter (%d); harmless, it only costs a handler call\n",
+				(void *)ips[i], ret);
+	}
 }
 
 /*
@@ -1051,7 +1095,7 @@ static int kpatch_filter_add(struct kpatch_update *upd, unsigned long **ipsp,
 				culprit = ips[i];
 				break;
 			}
-			ftrace_set_filter_ip(&kpatch_ops, ips[i], 1, 0);
+			kpatch_filter_remove(&ips[i], 1);
 		}
 		pr_err("%s '%s' refused: ftrace cannot redirect %pS (%d); is a kprobe or another live patch on it?\n",
 		       upd->verb, kpmod->name, (void *)culprit, ret);
@@ -1061,18 +1105,6 @@ static int kpatch_filter_add(struct kpatch_update *upd, unsigned long **ipsp,
 	*ipsp = ips;
 	*nr = n;
 	return 0;
-}
-
-/* Take call sites out of the filter again. */
-static void kpatch_filter_remove(unsigned long *ips, unsigned int n)
-{
-	int ret;
-
-	if (!n)
-		return;
-	ret = ftrace_set_filter_ips(&kpatch_ops, ips, n, 1, 0);
-	WARN(ret, "kpatch: cannot remove %u functions from the ftrace filter (%d)\n",
-	     n, ret);
 }
 
 /* ------------------------------------------------------------------------
@@ -1234,10 +1266,16 @@ static int kpatch_resolve_func(struct kpatch_module *kpmod,
 	func->new_size = size;
 
 	func->ip = kpatch_ftrace_ip(func->old_addr);
-	if (!kpatch_is_ftrace_site(func->ip)) {
+	ret = kpatch_check_ftrace_site(func->ip);
+	if (ret == -ENOMEM) {
+		pr_err("%s: out of memory checking %pS with ftrace\n",
+		       kpmod->name, (void *)func->old_addr);
+		return ret;
+	}
+	if (ret) {
 		pr_err("%s: old function %pS cannot be traced by ftrace\n",
 		       kpmod->name, (void *)func->old_addr);
-		return -EINVAL;
+		return ret;
 	}
 	func->kpmod = kpmod;
 	func->op = KPATCH_OP_NONE;
@@ -1327,6 +1365,21 @@ static int kpatch_update_cb(void *data)
 	int i, state;
 
 	/*
+	 * stop_machine() runs this on every online CPU, with interrupts off.
+	 * The first CPU to get here makes the update; each other one waits
+	 * until the state has left IDLE, says that it saw it, and goes back
+	 * to the stop_machine() loop.
+	 */
+	if (atomic_inc_return(&upd->cpus_in) != 1) {
+		while (atomic_read(&kpatch_state) == KPATCH_STATE_IDLE)
+			cpu_relax();
+		atomic_inc(&upd->cpus_seen);
+		return 0;
+	}
+
+	kpatch_test_point(KPATCH_TEST_ENTER);
+
+	/*
 	 * Leave IDLE first, so that a patched function that the other CPUs'
 	 * stop_machine() loops call while the stacks are checked also counts
 	 * as in use.  func->op was written before stop_machine(), whose
@@ -1336,6 +1389,20 @@ static int kpatch_update_cb(void *data)
 	 */
 	atomic_set(&kpatch_state, KPATCH_STATE_UPDATING);
 	smp_wmb();	/* state before table; see above */
+
+	/*
+	 * Then wait until every other CPU has seen UPDATING from its stopper
+	 * thread.  An NMI that read IDLE on a CPU holds up that CPU's stopper
+	 * until it returns, so once all have answered, no caller that saw
+	 * IDLE is still running anywhere (on this CPU, such an NMI ended
+	 * before we got here), and every call from now on sees UPDATING or a
+	 * later state.  Without this, one NMI could call f while the state
+	 * is still IDLE (old f) and g after SUCCESS (new g): half of each
+	 * version, with no caller ever seeing UPDATING to stop it.  The
+	 * number of online CPUs cannot change inside stop_machine().
+	 */
+	while (atomic_read(&upd->cpus_seen) < num_online_cpus() - 1)
+		cpu_relax();
 	kpatch_test_point(KPATCH_TEST_UPDATING);
 
 	if (kpatch_check_stacks(upd)) {
@@ -1408,7 +1475,9 @@ static int kpatch_try_update(struct kpatch_update *upd)
 	kpatch_set_op(upd, KPATCH_OP_PATCH, KPATCH_OP_UNPATCH);
 	WRITE_ONCE(kpatch_failed_ip, 0);
 
-	ret = stop_machine(kpatch_update_cb, upd, NULL);
+	atomic_set(&upd->cpus_in, 0);
+	atomic_set(&upd->cpus_seen, 0);
+	ret = stop_machine(kpatch_update_cb, upd, cpu_online_mask);
 
 	/* The callback always ends in SUCCESS or FAILURE. */
 	old = atomic_xchg(&kpatch_state, KPATCH_STATE_IDLE);
@@ -1722,6 +1791,15 @@ EXPORT_SYMBOL_GPL(kpatch_unregister);
  */
 
 /* Parse a hexadecimal address, with or without 0x, nothing else. */
+/*
+ * How much of a rejected word from the user to echo to the log: it is
+ * printed with %*pE (non-printing bytes escaped), cut at KPATCH_ECHO_MAX.
+ */
+static int kpatch_echo_len(const char *word)
+{
+	return strnlen(word, KPATCH_ECHO_MAX);
+}
+
 static int kpatch_parse_addr(const char *tok, unsigned long *addr)
 {
 	const char *digits = tok;
@@ -1764,8 +1842,9 @@ static int kpatch_cmd_patch(char **tok, int ntok, bool replace)
 		ret = -EINVAL;
 		if (kpatch_parse_addr(old, &func->old_addr) ||
 		    kpatch_parse_addr(new, &func->new_addr)) {
-			pr_err("%s %s: '%s %s' is not a pair of hexadecimal addresses\n",
-			       verb, kpmod->name, old, new);
+			pr_err("%s %s: '%*pE %*pE' is not a pair of hexadecimal addresses\n",
+			       verb, kpmod->name, kpatch_echo_len(old), old,
+			       kpatch_echo_len(new), new);
 			goto err;
 		}
 	}
@@ -1823,8 +1902,8 @@ static int kpatch_run_command(char *cmd)
 		pr_err("empty command\n");
 	} else if (strcmp(tok[0], "patch") && strcmp(tok[0], "replace") &&
 		   strcmp(tok[0], "unpatch")) {
-		pr_err("unknown command '%s' (expected patch, replace or unpatch)\n",
-		       tok[0]);
+		pr_err("unknown command '%*pE' (expected patch, replace or unpatch)\n",
+		       kpatch_echo_len(tok[0]), tok[0]);
 	} else if (ntok < 2 || !kpatch_valid_name(tok[1])) {
 		pr_err("%s: the name must be 1 to %d characters of A-Z a-z 0-9 _ -\n",
 		       tok[0], KPATCH_NAME_MAX);
@@ -1855,14 +1934,20 @@ static ssize_t kpatch_control_write(struct file *file, const char __user *ubuf,
 	if (IS_ERR(cmd))
 		return PTR_ERR(cmd);
 	len = strlen(cmd);
+	if (len != count) {
+		pr_err("a command is text: no NUL bytes\n");
+		ret = -EINVAL;
+		goto out;
+	}
 	if (len && cmd[len - 1] == '\n')
 		cmd[--len] = '\0';
-	if (len != strcspn(cmd, "\n") || len + 1 < count) {
+	if (len != strcspn(cmd, "\n")) {
 		pr_err("one command per write, on one line\n");
 		ret = -EINVAL;
 	} else {
 		ret = kpatch_run_command(cmd);
 	}
+out:
 	kfree(cmd);
 	return ret ? ret : count;
 }

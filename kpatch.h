@@ -104,6 +104,7 @@ int kpatch_unregister(struct kpatch_module *kpmod);
  * stop_machine() callback).  The shipped module has none of this.
  */
 enum kpatch_test_point {
+	KPATCH_TEST_ENTER,	/* callback: entered, state still IDLE */
 	KPATCH_TEST_UPDATING,	/* callback: state just set to UPDATING */
 	KPATCH_TEST_PUBLISHED,	/* callback: new entries in, before SUCCESS */
 	KPATCH_TEST_DONE,	/* after stop_machine(), state IDLE again */

@@ -3,7 +3,7 @@
  * kpctl - write a string to a file in one write(2), for the kpatch
  * selftests.
  *
- * Usage: kpctl [--nocap] FILE STRING
+ * Usage: kpctl [--nocap] [--fail-nth N] FILE STRING
  *
  * Writes STRING (without adding a newline) to FILE with a single write(2)
  * and prints "OK" if the whole string was accepted, or the name of the
@@ -17,13 +17,21 @@
  * effective and inheritable sets while staying uid 0, so the write is
  * made by root without CAP_SYS_MODULE.
  *
+ * --fail-nth N makes the N-th fault-injectable allocation (slab or page)
+ * of the write(2) fail, through /proc/thread-self/fail-nth (a kernel with
+ * CONFIG_FAULT_INJECTION, see fault-injection.rst), and prints a second
+ * line: "fail-nth: injected" if that allocation was reached and failed,
+ * "fail-nth: not reached" if the write made fewer than N allocations.
+ *
  * Built static (gcc -static) for the test guest, with raw syscalls
  * instead of libcap.
  */
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -108,21 +116,78 @@ static int drop_cap_sys_module(void)
 	return 0;
 }
 
+#define FAIL_NTH "/proc/thread-self/fail-nth"
+
+/*
+ * fail-nth of this thread, through @fd (opened beforehand: once armed,
+ * opening a file could use up the failure itself): arm it with @nth > 0,
+ * disarm it with @nth == 0 after reading it, which gives 0 if the armed
+ * allocation failed.  Returns the value read (or @nth), or -1 after
+ * printing why it failed.
+ */
+static long fail_nth(int fd, long nth)
+{
+	char buf[32];
+	ssize_t n;
+	long val;
+
+	if (nth) {
+		n = snprintf(buf, sizeof(buf), "%ld", nth);
+		if (pwrite(fd, buf, n, 0) < 0) {
+			print_errno("fail-nth: ", errno);
+			return -1;
+		}
+		return nth;
+	}
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	if (n < 0) {
+		print_errno("fail-nth: ", errno);
+		return -1;
+	}
+	buf[n] = '\0';
+	val = strtol(buf, NULL, 10);
+	if (val && pwrite(fd, "0", 1, 0) < 0) {
+		print_errno("fail-nth: ", errno);
+		return -1;
+	}
+	return val;
+}
+
+static void print_usage(void)
+{
+	fprintf(stderr, "usage: kpctl [--nocap] [--fail-nth N] FILE STRING\n");
+}
+
 int main(int argc, char **argv)
 {
 	const char *file, *str;
+	long nth = 0;
+	bool armed;
 	size_t len;
 	ssize_t ret;
 	int argi = 1;
+	int err = 0;
+	int nfd = -1;
 	int fd;
 
-	if (argc > 1 && !strcmp(argv[1], "--nocap")) {
-		if (drop_cap_sys_module())
+	for (; argi < argc && !strncmp(argv[argi], "--", 2); argi++) {
+		if (!strcmp(argv[argi], "--nocap")) {
+			if (drop_cap_sys_module())
+				return 2;
+		} else if (!strcmp(argv[argi], "--fail-nth") &&
+			   argi + 1 < argc) {
+			nth = strtol(argv[++argi], NULL, 10);
+			if (nth <= 0) {
+				print_usage();
+				return 2;
+			}
+		} else {
+			print_usage();
 			return 2;
-		argi++;
+		}
 	}
 	if (argc - argi != 2) {
-		fprintf(stderr, "usage: kpctl [--nocap] FILE STRING\n");
+		print_usage();
 		return 2;
 	}
 	file = argv[argi];
@@ -135,18 +200,37 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	/* Armed last, so that only the write(2) itself can use it up. */
+	armed = nth > 0;
+	if (armed) {
+		nfd = open(FAIL_NTH, O_RDWR);
+		if (nfd < 0 || fail_nth(nfd, nth) < 0) {
+			if (nfd < 0)
+				print_errno("fail-nth: ", errno);
+			close(fd);
+			return 2;
+		}
+	}
 	ret = write(fd, str, len);
-	if (ret < 0) {
-		print_errno("", errno);
-		close(fd);
-		return 1;
+	if (ret < 0)
+		err = errno;
+	if (armed) {
+		nth = fail_nth(nfd, 0);
+		close(nfd);
 	}
 	close(fd);
 
-	if ((size_t)ret != len) {
+	if (err)
+		print_errno("", err);
+	else if ((size_t)ret != len)
 		printf("short write: %zd of %zu bytes\n", ret, len);
-		return 1;
-	}
-	printf("OK\n");
-	return 0;
+	else
+		printf("OK\n");
+	if (armed && nth == 0)
+		printf("fail-nth: injected\n");
+	else if (armed && nth > 0)
+		printf("fail-nth: not reached\n");
+	else if (armed)
+		return 2;
+	return err || (size_t)ret != len ? 1 : 0;
 }

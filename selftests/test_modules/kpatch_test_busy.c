@@ -28,6 +28,10 @@
  * the stopper threads, and runs until it sleeps in the function.
  * "ambush" reads 1 while the trap is set, 0 once it went off; writing 0
  * removes it.
+ *
+ * With "hold" set to 1, kpatch_test_busy_fn_new() sleeps too, until
+ * "hold" is 0 again ("state" reads 3 meanwhile): the replacement is then
+ * on the thread's stack, which must make unpatching it fail with EBUSY.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -46,6 +50,7 @@
 
 #define KPATCH_BUSY_IN_FN	1
 #define KPATCH_BUSY_LEFT_FN	2
+#define KPATCH_BUSY_IN_NEW	3
 
 static bool release;
 module_param(release, bool, 0644);
@@ -55,9 +60,14 @@ static bool again;
 module_param(again, bool, 0644);
 MODULE_PARM_DESC(again, "1 makes the thread call kpatch_test_busy_fn() again");
 
+static bool hold;
+module_param(hold, bool, 0644);
+MODULE_PARM_DESC(hold, "1 makes kpatch_test_busy_fn_new() wait until it is 0");
+
 static int state;
 module_param(state, int, 0444);
-MODULE_PARM_DESC(state, "0 starting, 1 in kpatch_test_busy_fn(), 2 left it");
+MODULE_PARM_DESC(state,
+		 "0 starting, 1 in kpatch_test_busy_fn(), 2 left it, 3 in kpatch_test_busy_fn_new()");
 
 static int pid;
 module_param(pid, int, 0444);
@@ -85,6 +95,11 @@ EXPORT_SYMBOL_GPL(kpatch_test_busy_fn);
 noinline void kpatch_test_busy_fn_new(void)
 {
 	WRITE_ONCE(new_calls, new_calls + 1);
+	if (!READ_ONCE(hold))
+		return;
+	WRITE_ONCE(state, KPATCH_BUSY_IN_NEW);
+	while (READ_ONCE(hold) && !kthread_should_stop())
+		schedule_timeout_interruptible(HZ / 20);
 }
 EXPORT_SYMBOL_GPL(kpatch_test_busy_fn_new);
 
@@ -195,6 +210,7 @@ static void __exit kpatch_test_busy_exit(void)
 {
 	kpatch_busy_ambush_set("0", NULL);
 	WRITE_ONCE(release, true);
+	WRITE_ONCE(hold, false);
 	kthread_stop(kpatch_busy_task);
 }
 

@@ -10,12 +10,19 @@
  *  1. Outside stop_machine(): resolve and check every address through
  *     kallsyms, pin the modules involved, add the new call sites to the
  *     ftrace filter, and build a sorted table of the code ranges that no
- *     task may be executing for the update to be safe.
- *  2. Inside stop_machine(): walk the stack of every task and look each
- *     return address up in that table.  If none is found, publish the new
- *     function table; otherwise change nothing and fail with -EBUSY.
+ *     task may be executing for the update to be safe.  Then walk the
+ *     stack of every task that is blocked, look each return address up
+ *     in that table, and remember the clean ones with their context
+ *     switch count (the pre-walk).
+ *  2. Inside stop_machine(): walk the stack of every task that ran since
+ *     its pre-walk (its switch count changed), is new, or is an idle or
+ *     stopper task.  If no return address is in the table, publish the
+ *     new function table; otherwise change nothing and fail with -EBUSY.
  *  3. After it: wait for NMIs that may still look at the old table, then
  *     free what was removed and drop ftrace sites that no patch uses.
+ *
+ * When the stack check refuses, the update is tried again a few times
+ * (the retries and retry_delay_ms parameters) before it fails.
  *
  * Calls to a patched function enter ftrace at its fentry call; the ftrace
  * handler looks the function up and rewrites the saved instruction pointer
@@ -34,12 +41,15 @@
 #include <linux/capability.h>
 #include <linux/ctype.h>
 #include <linux/debugfs.h>
+#include <linux/delay.h>
 #include <linux/ftrace.h>
 #include <linux/hashtable.h>
 #include <linux/kallsyms.h>
 #include <linux/kobject.h>
+#include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/sched.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/task.h>
 #include <linux/sched/task_stack.h>
@@ -95,6 +105,27 @@
 #define KPATCH_CMD_MAX		4096
 /* At most this many bytes of a rejected word are echoed, escaped, to the log. */
 #define KPATCH_ECHO_MAX		32
+
+/*
+ * When the stack check refuses an update (a function in use, a stack that
+ * cannot be walked, a patched function called during the update), kpatch
+ * sleeps and tries again, up to kpatch_retries more times, before it fails
+ * with -EBUSY.  It sleeps with kpatch_mutex held, so the values are capped
+ * to keep a typo from blocking every other update for hours.  Both are
+ * read once per update.
+ */
+#define KPATCH_RETRIES_MAX		100U
+#define KPATCH_RETRY_DELAY_MS_MAX	10000U
+
+static unsigned int kpatch_retries = 3;
+module_param_named(retries, kpatch_retries, uint, 0644);
+MODULE_PARM_DESC(retries,
+		 "tries after the first when the stack check refuses an update (default 3, at most 100)");
+
+static unsigned int kpatch_retry_delay_ms = 20;
+module_param_named(retry_delay_ms, kpatch_retry_delay_ms, uint, 0644);
+MODULE_PARM_DESC(retry_delay_ms,
+		 "milliseconds to sleep before each retry (default 20, at most 10000)");
 
 /* ------------------------------------------------------------------------
  * Types and state
@@ -255,6 +286,20 @@ enum kpatch_refusal {
 };
 
 /*
+ * A task whose stack the pre-walk found clean, walked while the task could
+ * not run, and what it takes to trust that walk inside stop_machine(): the
+ * same task (pointer, pid and start time: a task_struct freed and reused
+ * has another pid or start time) that has not been switched out since
+ * (the same nvcsw + nivcsw).  See the pre-walk, below.
+ */
+struct kpatch_seen {
+	struct task_struct *task;
+	unsigned long switches;		/* nvcsw + nivcsw at the walk */
+	u64 start_time;
+	pid_t pid;
+};
+
+/*
  * One update, as handed to the stop_machine() callback.  Everything in it
  * is prepared beforehand; the callback only checks stacks and relinks.
  */
@@ -265,6 +310,15 @@ struct kpatch_update {
 	bool replace;			/* also take out every other patch */
 	struct kpatch_range *ranges;	/* sorted, disjoint */
 	unsigned int nr_ranges;
+
+	/*
+	 * The pre-walk of one try: clean tasks in task list order, and the
+	 * same entries sorted by task pointer.  nr_seen is 0 when nothing is
+	 * known.
+	 */
+	struct kpatch_seen *seen;
+	struct kpatch_seen **seen_by_task;
+	unsigned int nr_seen, max_seen;
 
 	/* The rendezvous at the start of the callback, see there. */
 	atomic_t cpus_in;		/* CPUs that entered the callback */
@@ -462,39 +516,18 @@ static void kpatch_refuse(struct kpatch_update *upd, enum kpatch_refusal why,
 }
 
 /*
- * Check one task's stack.  Called from the stop_machine() callback, so the
- * task is not running (see below for the exceptions) and its stack cannot
- * change.  The walk follows the reliable-stacktrace rules of the x86 arch
- * code: a user-mode register frame ends a task's kernel stack; any unwinder
- * error, or a return address outside known text, makes the stack unreliable.
+ * Walk the kernel stack of @task, which must not run meanwhile, and look
+ * each return address up in the range table.  The walk follows the
+ * reliable-stacktrace rules of the x86 arch code: a user-mode register
+ * frame ends a task's kernel stack; any unwinder error, or a return
+ * address outside known text, makes the stack unreliable.
  */
-static int kpatch_check_task(struct task_struct *task,
+static int kpatch_walk_stack(struct task_struct *task,
 			     struct kpatch_update *upd)
 {
 	struct unwind_state state;
 	struct pt_regs *regs;
 	unsigned long addr;
-
-	/*
-	 * Every online CPU other than this one is running its stopper thread
-	 * in the stop_machine() loop with interrupts off, so a task that is
-	 * on a CPU and is not current is one of those threads.  Its stack is
-	 * live and cannot be walked, but it is the same call chain as
-	 * current's down to multi_cpu_stop(), which is walked.  The functions
-	 * that loop calls are covered by the state machine: calling a patched
-	 * one during the update forces KPATCH_STATE_FAILURE.
-	 */
-	if (task != current && READ_ONCE(task->on_cpu)) {
-		WARN_ON_ONCE(!(task->flags & PF_KTHREAD));
-		return 0;
-	}
-
-	/*
-	 * A task that has exited for good has no stack left (and nothing on
-	 * it).  Nobody can drop or take a stack reference while we run.
-	 */
-	if (!task_stack_page(task) || !refcount_read(&task->stack_refcount))
-		return 0;
 
 	for (unwind_start(&state, task, NULL, NULL);
 	     !unwind_done(&state) && !unwind_error(&state);
@@ -530,34 +563,295 @@ static int kpatch_check_task(struct task_struct *task,
 }
 
 /*
- * The activeness safety check: no task may be executing, or be about to
- * return into, code that the update makes unreachable.
- *
- * Called from the stop_machine() callback.  The task list cannot change:
- * it is only modified under tasklist_lock with interrupts disabled, and
- * every CPU is in the stop_machine() loop with interrupts disabled, so no
- * such section is in progress.  The idle tasks are not on the task list.
- * init_task (the boot CPU's idle task) is checked; the other online CPUs'
- * idle tasks are not reachable through exported symbols, but each of them
- * is parked in the same idle-loop call chain as init_task, so checking
- * init_task covers those functions.  CPUs that are offline are not covered
- * (see Documentation.txt).
+ * Check one task's stack from the stop_machine() callback.  The task is not
+ * running (see below for the exceptions), so its stack cannot change.
  */
-static int kpatch_check_stacks(struct kpatch_update *upd)
+static int kpatch_check_task(struct task_struct *task,
+			     struct kpatch_update *upd)
+{
+	/*
+	 * Every online CPU other than this one is running its stopper thread
+	 * in the stop_machine() loop with interrupts off, so a task that is
+	 * on a CPU and is not current is one of those threads.  Its stack is
+	 * live and cannot be walked, but it is the same call chain as
+	 * current's down to multi_cpu_stop(), which is walked.  The functions
+	 * that loop calls are covered by the state machine: calling a patched
+	 * one during the update forces KPATCH_STATE_FAILURE.
+	 */
+	if (task != current && READ_ONCE(task->on_cpu)) {
+		WARN_ON_ONCE(!(task->flags & PF_KTHREAD));
+		return 0;
+	}
+
+	/*
+	 * A task that has exited for good has no stack left (and nothing on
+	 * it).  Nobody can drop or take a stack reference while we run.
+	 */
+	if (!task_stack_page(task) || !refcount_read(&task->stack_refcount))
+		return 0;
+
+	return kpatch_walk_stack(task, upd);
+}
+
+/*
+ * The pre-walk: most of the stack check, done before stop_machine() so
+ * that the CPUs stop only for the tasks that ran since.
+ *
+ *   before stop_machine(), kpatch_mutex held     in the callback
+ *
+ *   for each task T on the task list:            walk current and init_task
+ *     lock T->pi_lock                            for each task T on the list:
+ *     T blocked, off CPU? ---no---> leave T        T cached, same pid, start
+ *       | yes                   to the callback    time, nvcsw + nivcsw?
+ *       v                                            | yes         | no
+ *     walk T's stack: in use? ---yes---> refuse      v             v
+ *       | clean                                    trust the    walk T's
+ *       v                                          pre-walk     stack
+ *     cache T: pointer, pid, start time, nvcsw + nivcsw
+ *     unlock T->pi_lock
+ *
+ * Why the callback may trust a cached walk of T:
+ *
+ * 1. The walk saw T's stack as it was.  T->pi_lock is held and T is
+ *    blocked (not TASK_RUNNING, TASK_WAKING or TASK_DEAD), not on a
+ *    runqueue and not on a CPU.  Such a task runs again only when woken,
+ *    and try_to_wake_up() and wake_up_new_task() take T->pi_lock first:
+ *    until the lock is dropped T cannot run, so its stack neither changes
+ *    nor goes away (a stack is freed after its task's last switch-out).
+ *    get_wchan() walks other tasks' stacks under the same rule; the test
+ *    of on_cpu covers a task that has dequeued itself but is still
+ *    switching out.
+ * 2. A task's kernel stack changes only while the task runs.  Nobody else
+ *    writes there, but ptrace into the user register frame, where every
+ *    walk stops.
+ * 3. Each time __schedule() takes a task off a CPU (prev != next) it
+ *    increments prev->nvcsw (the task blocked) or prev->nivcsw (it was
+ *    preempted, or switched out while running); that is so in 6.1, 6.12
+ *    and 7.x alike.  No other path switches a task out, and the counts
+ *    never go down.
+ * 4. In the callback every online CPU runs its stopper thread, so no other
+ *    task is on a CPU: a task that ran at any time after its pre-walk has
+ *    been switched out since, and its count is higher.  An equal count
+ *    means that T did not run -- its stack is the one walked -- or that T
+ *    is a stopper thread, running now.  The callback walks current (this
+ *    CPU's stopper) itself; the other stoppers are in the stop_machine()
+ *    loop, covered as kpatch_check_task() explains.
+ * 5. Pointer, pid and start time name one task: a task_struct freed after
+ *    the pre-walk and reused for a new task has another pid or start time.
+ *    Tasks without a cache entry (new ones, those running, runnable or
+ *    exiting at the pre-walk) and the idle task are walked in the
+ *    callback, as are tasks that ran.
+ *
+ * The callback sees the counts written on other CPUs: a switch-out on a
+ * CPU comes before its stopper starts, and the stop_machine() rendezvous
+ * (acknowledged with fully ordered atomics) comes before the callback.
+ */
+
+/* Remember that @task's stack is clean; its pi_lock is held. */
+static void kpatch_seen_add(struct kpatch_update *upd,
+			    struct task_struct *task)
+{
+	struct kpatch_seen *s = &upd->seen[upd->nr_seen++];
+
+	s->task = task;
+	s->switches = task->nvcsw + task->nivcsw;
+	s->start_time = task->start_time;
+	s->pid = task->pid;
+}
+
+/*
+ * Pre-walk @task if it can be kept from running meanwhile, and cache it if
+ * its stack is clean.  Returns -EBUSY when the stack refuses the update;
+ * a task that cannot be walked now is left to the callback.
+ */
+static int kpatch_prewalk_task(struct task_struct *task,
+			       struct kpatch_update *upd)
+{
+	unsigned long flags;
+	unsigned int state;
+	int ret = 0;
+
+	if (task == current || upd->nr_seen == upd->max_seen)
+		return 0;
+
+	raw_spin_lock_irqsave(&task->pi_lock, flags);
+	state = READ_ONCE(task->__state);
+	/* on_rq after the state, as in try_to_wake_up() and get_wchan(). */
+	smp_rmb();
+	if (state == TASK_RUNNING || state == TASK_WAKING ||
+	    state == TASK_DEAD || READ_ONCE(task->on_rq))
+		goto out;
+	/* on_cpu after on_rq, as in try_to_wake_up(). */
+	smp_rmb();
+	/*
+	 * A task that has dequeued itself may still be switching out.  The
+	 * acquire pairs with the release that clears on_cpu in the scheduler's
+	 * finish_task(): once on_cpu reads 0, the stack is visible as the
+	 * switch-out left it.
+	 */
+	if (smp_load_acquire(&task->on_cpu))
+		goto out;
+	if (!task_stack_page(task) || !refcount_read(&task->stack_refcount))
+		goto out;
+
+	ret = kpatch_walk_stack(task, upd);
+	if (!ret)
+		kpatch_seen_add(upd, task);
+out:
+	raw_spin_unlock_irqrestore(&task->pi_lock, flags);
+	return ret;
+}
+
+static int kpatch_cmp_seen(const void *a, const void *b)
+{
+	const struct kpatch_seen *x = *(const struct kpatch_seen **)a;
+	const struct kpatch_seen *y = *(const struct kpatch_seen **)b;
+
+	return x->task < y->task ? -1 : x->task > y->task;
+}
+
+/* Drop what the pre-walk of one try learned. */
+static void kpatch_forget(struct kpatch_update *upd)
+{
+	kvfree(upd->seen);
+	kvfree(upd->seen_by_task);
+	upd->seen = NULL;
+	upd->seen_by_task = NULL;
+	upd->nr_seen = 0;
+	upd->max_seen = 0;
+}
+
+/*
+ * Pre-walk every task (see above).  Returns -EBUSY if a stack refuses the
+ * update.  Without memory for the cache nothing is remembered, and the
+ * callback walks every task.
+ */
+static int kpatch_prewalk(struct kpatch_update *upd)
 {
 	struct task_struct *g, *t;
+	unsigned int i, n = 0;
 	int ret = 0;
 
 	if (!upd->nr_ranges)
 		return 0;
 
+	/* Room for the tasks there are now and some that may come. */
+	rcu_read_lock();
+	for_each_process_thread(g, t)
+		n++;
+	rcu_read_unlock();
+	n += n / 16 + 16;
+	upd->seen = kvmalloc_array(n, sizeof(*upd->seen), GFP_KERNEL);
+	upd->seen_by_task = kvmalloc_array(n, sizeof(*upd->seen_by_task),
+					   GFP_KERNEL);
+	if (!upd->seen || !upd->seen_by_task) {
+		kpatch_forget(upd);
+		return 0;
+	}
+	upd->max_seen = n;
+
+	/* for_each_process_thread() is two loops: leave with goto. */
 	rcu_read_lock();
 	for_each_process_thread(g, t) {
+		ret = kpatch_prewalk_task(t, upd);
+		if (ret)
+			goto out;
+	}
+out:
+	rcu_read_unlock();
+	if (ret) {
+		kpatch_forget(upd);
+		return ret;
+	}
+
+	for (i = 0; i < upd->nr_seen; i++)
+		upd->seen_by_task[i] = &upd->seen[i];
+	sort(upd->seen_by_task, upd->nr_seen, sizeof(*upd->seen_by_task),
+	     kpatch_cmp_seen, NULL);
+	return 0;
+}
+
+/*
+ * The cache entry of @task, or NULL, when it is not the next one in task
+ * list order (see kpatch_check_stacks()).  Kept out of line: the key on
+ * the stack would cost every task of the callback's loop.
+ */
+static noinline struct kpatch_seen *
+kpatch_seen_search(const struct kpatch_update *upd, struct task_struct *task)
+{
+	struct kpatch_seen key = { .task = task }, *keyp = &key, **found;
+
+	found = bsearch(&keyp, upd->seen_by_task, upd->nr_seen,
+			sizeof(*upd->seen_by_task), kpatch_cmp_seen);
+	return found ? *found : NULL;
+}
+
+/* Is @task the task of @s, not switched out since its pre-walk? */
+static __always_inline bool kpatch_seen_unchanged(const struct kpatch_seen *s,
+						  const struct task_struct *task)
+{
+	return s->switches == task->nvcsw + task->nivcsw &&
+	       s->pid == task->pid && s->start_time == task->start_time;
+}
+
+/*
+ * The activeness safety check: no task may be executing, or be about to
+ * return into, code that the update makes unreachable.
+ *
+ * Called from the stop_machine() callback, after the pre-walk.  The task
+ * list cannot change: it is only modified under tasklist_lock with
+ * interrupts disabled, and every CPU is in the stop_machine() loop with
+ * interrupts disabled, so no such section is in progress.  Walked here:
+ * current, init_task and every task that the pre-walk did not cache or
+ * that was switched out since (see the pre-walk for why that is enough).
+ *
+ * The idle tasks are not on the task list.  init_task (the boot CPU's idle
+ * task) is checked; the other online CPUs' idle tasks are not reachable
+ * through exported symbols, but each of them is parked in the same
+ * idle-loop call chain as init_task, so checking init_task covers those
+ * functions.  CPUs that are offline are not covered (see
+ * Documentation.txt).
+ */
+static int kpatch_check_stacks(struct kpatch_update *upd)
+{
+	struct kpatch_seen *next = upd->seen, *end = next + upd->nr_seen, *s;
+	struct task_struct *g, *t;
+	int ret;
+
+	if (!upd->nr_ranges)
+		return 0;
+
+	/* Running now, or idle: whatever their switch counts say. */
+	ret = kpatch_check_task(current, upd);
+	if (!ret)
+		ret = kpatch_check_task(&init_task, upd);
+	if (ret)
+		return ret;
+
+	/*
+	 * The loop runs once per task with every CPU stopped: keep it short.
+	 * The pre-walk went through the same list in the same order, so a
+	 * task's entry, if it has one, is almost always @next; tasks created
+	 * or gone since make it search.  for_each_process_thread() is two
+	 * loops: leave with goto.
+	 */
+	rcu_read_lock();
+	for_each_process_thread(g, t) {
+		if (likely(next < end && next->task == t)) {
+			if (likely(kpatch_seen_unchanged(next++, t)))
+				continue;
+		} else {
+			s = kpatch_seen_search(upd, t);
+			if (s) {
+				next = s + 1;
+				if (kpatch_seen_unchanged(s, t))
+					continue;
+			}
+		}
 		ret = kpatch_check_task(t, upd);
 		if (ret)
 			goto out;
 	}
-	ret = kpatch_check_task(&init_task, upd);
 out:
 	rcu_read_unlock();
 	return ret;
@@ -1164,11 +1458,18 @@ static void kpatch_set_op(struct kpatch_update *upd, enum kpatch_op add,
 				kpmod->funcs[i].op = remove;
 }
 
-/* Run one prepared update through the state machine and stop_machine(). */
-static int kpatch_run_update(struct kpatch_update *upd)
+/*
+ * One try of a prepared update: the pre-walk, then the state machine and
+ * stop_machine().  Returns 0, or -EBUSY with upd->refusal saying why.
+ */
+static int kpatch_try_update(struct kpatch_update *upd)
 {
-	const char *name = upd->add ? upd->add->name : upd->remove->name;
 	int ret, old;
+
+	upd->refusal = KPATCH_OK;
+	ret = kpatch_prewalk(upd);
+	if (ret)
+		return ret;
 
 	/* Callers ignore func->op while the state is IDLE. */
 	kpatch_set_op(upd, KPATCH_OP_PATCH, KPATCH_OP_UNPATCH);
@@ -1191,25 +1492,77 @@ static int kpatch_run_update(struct kpatch_update *upd)
 	synchronize_rcu();
 	kpatch_set_op(upd, KPATCH_OP_NONE, KPATCH_OP_NONE);
 	kpatch_test_point(KPATCH_TEST_DONE);
+	kpatch_forget(upd);
+	return ret;
+}
 
-	switch (ret ? upd->refusal : KPATCH_OK) {
-	case KPATCH_OK:
-		break;
+/*
+ * Log why try number @try of @upd was refused, naming the culprit: as an
+ * error if the update fails now (@last), else as a warning saying that it
+ * is tried again in @delay ms.
+ */
+static void kpatch_report(const struct kpatch_update *upd, unsigned int try,
+			  unsigned int tries, bool last, unsigned int delay)
+{
+	const char *name = upd->add ? upd->add->name : upd->remove->name;
+	char why[KSYM_SYMBOL_LEN + 64];
+
+	switch (upd->refusal) {
 	case KPATCH_BUSY:
-		pr_err("%s '%s' refused: %pS is on the stack of pid %d (%s); try again later\n",
-		       upd->verb, name, (void *)upd->busy_addr, upd->busy_pid,
-		       upd->busy_comm);
+		snprintf(why, sizeof(why), "%pS is on the stack of pid %d (%s)",
+			 (void *)upd->busy_addr, upd->busy_pid, upd->busy_comm);
 		break;
 	case KPATCH_UNRELIABLE:
-		pr_err("%s '%s' refused: the stack of pid %d (%s) cannot be walked reliably; try again later\n",
-		       upd->verb, name, upd->busy_pid, upd->busy_comm);
+		snprintf(why, sizeof(why),
+			 "the stack of pid %d (%s) cannot be walked reliably",
+			 upd->busy_pid, upd->busy_comm);
 		break;
 	case KPATCH_RAN:
-		pr_err("%s '%s' refused: %pS was called during the update (NMI or stop_machine loop); rolled back\n",
-		       upd->verb, name, (void *)READ_ONCE(kpatch_failed_ip));
+		snprintf(why, sizeof(why),
+			 "%pS was called during the update (NMI or stop_machine loop); rolled back",
+			 (void *)READ_ONCE(kpatch_failed_ip));
 		break;
+	default:
+		WARN_ON_ONCE(1);
+		return;
 	}
-	return ret;
+
+	if (!last)
+		pr_warn("%s '%s' busy (try %u of %u, again in %u ms): %s\n",
+			upd->verb, name, try, tries, delay, why);
+	else if (try > 1)
+		pr_err("%s '%s' refused after %u tries: %s\n", upd->verb, name,
+		       try, why);
+	else
+		pr_err("%s '%s' refused: %s\n", upd->verb, name, why);
+}
+
+/*
+ * Run a prepared update.  While the stack check refuses it, log the
+ * culprit, sleep and try again, kpatch_retries times at most; then fail
+ * with -EBUSY.  A signal ends the retries early.  Caller holds
+ * kpatch_mutex, so the update stays the same from try to try.
+ */
+static int kpatch_run_update(struct kpatch_update *upd)
+{
+	unsigned int tries = 1 + min(READ_ONCE(kpatch_retries),
+				     KPATCH_RETRIES_MAX);
+	unsigned int delay = min(READ_ONCE(kpatch_retry_delay_ms),
+				 KPATCH_RETRY_DELAY_MS_MAX);
+	unsigned int try;
+	bool last;
+	int ret;
+
+	for (try = 1; ; try++) {
+		ret = kpatch_try_update(upd);
+		if (ret != -EBUSY)
+			return ret;
+		last = try >= tries || signal_pending(current);
+		kpatch_report(upd, try, tries, last, delay);
+		if (last)
+			return ret;
+		msleep_interruptible(delay);
+	}
 }
 
 /*
@@ -1374,15 +1727,17 @@ static int kpatch_disable(struct kpatch_module *kpmod)
  *
  * Redirects every old function of @kpmod to its new function, atomically
  * with respect to every task: inside stop_machine(), after checking that no
- * task has any affected function on its stack.  The patch is named after
- * its module.  While it is enabled, the patch module, the modules holding
- * its old and new functions, and kpatch itself cannot be unloaded.
+ * task has any affected function on its stack.  While the check refuses,
+ * the update is tried again, as the retries and retry_delay_ms module
+ * parameters say.  The patch is named after its module.  While it is
+ * enabled, the patch module, the modules holding its old and new
+ * functions, and kpatch itself cannot be unloaded.
  *
  * Context: process context; sleeps.
  * Return: 0 on success; -EINVAL for a bad address, size or argument,
  * -EEXIST when a patch of that name is enabled, -EBUSY when a function is
- * in use or ftrace refused it, -ENODEV when @kpmod->mod is going away,
- * -ENOMEM.  On failure nothing has changed.
+ * still in use after the retries or ftrace refused it, -ENODEV when
+ * @kpmod->mod is going away, -ENOMEM.  On failure nothing has changed.
  */
 int kpatch_register(struct kpatch_module *kpmod, bool replace)
 {
@@ -1410,12 +1765,14 @@ EXPORT_SYMBOL_GPL(kpatch_register);
  * @kpmod: a patch enabled by kpatch_register()
  *
  * Restores the previous version of every function of @kpmod, with the same
- * stack check as kpatch_register(), and releases its module references.
+ * stack check and retries as kpatch_register(), and releases its module
+ * references.
  *
  * Context: process context; sleeps.
  * Return: 0 on success; -EINVAL if @kpmod is not enabled (for instance
  * because `unpatch` or a replacing patch already removed it); -EBUSY when
- * a function is in use; -ENOMEM.  On failure the patch stays enabled.
+ * a function is still in use after the retries; -ENOMEM.  On failure the
+ * patch stays enabled.
  */
 int kpatch_unregister(struct kpatch_module *kpmod)
 {

@@ -3,10 +3,15 @@
 #
 # test-busy.sh - the stack check.  kpatch_test_busy's kthread
 # "kpatch_busy" sleeps inside kpatch_test_busy_fn(); patching that
-# function fails with EBUSY, changes nothing, and logs one line naming
-# the function and the task.  A patch that includes it among other
-# functions fails as a whole.  Once the thread has left the function the
-# same patch applies, and the thread's next call runs the new function.
+# function fails with EBUSY, changes nothing, and logs one line per try
+# naming the function and the task (kpatch tries "retries" more times,
+# "retry_delay_ms" apart).  A patch that includes it among other
+# functions fails as a whole.  A thread that leaves the function while
+# kpatch retries lets the patch through.  Once the thread has left the
+# function the same patch applies, and the thread's next call runs the
+# new function.  A thread that enters the function after kpatch walked
+# the sleeping tasks' stacks, just before stop_machine(), is caught by
+# the check inside stop_machine().
 #
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
@@ -29,9 +34,31 @@ busy_param() {
 	echo "$2" >"$BUSY_PARAMS/$1"
 }
 
+# kpatch_param NAME VALUE: write a kpatch parameter (they are back to
+# their defaults when the next script loads kpatch.ko)
+kpatch_param() {
+	diag "% echo $2 > /sys/module/kpatch/parameters/$1"
+	echo "$2" >"/sys/module/kpatch/parameters/$1"
+}
+
+# log_has TEXT: the kernel log since the last mark has a line with TEXT
+log_has() {
+	log_since_mark | grep -qF -- "$1"
+}
+
+# count_lines TEXT ERE: the number of lines of TEXT that match ERE
+count_lines() {
+	printf '%s\n' "$1" | grep -cE -- "$2"
+}
+
+retries=$(modparam kpatch retries)
+delay=$(modparam kpatch retry_delay_ms)
+tries=$((retries + 1))
+
 start_test "function on a task's stack"
 check_eq "precondition: the thread is kpatch_busy" kpatch_busy \
 	"$(cat "/proc/$pid/comm" 2>&1)"
+diag "kpatch tries $tries times, $delay ms apart"
 log_mark
 expect_refused EBUSY patch busy1 "$fn" "$fn_new"
 msgs=$(log_since_mark)
@@ -39,16 +66,57 @@ diag "kernel log:" "$msgs"
 check_grep "kernel log names the function and the task" \
 	"kpatch_test_busy_fn[+].*pid $pid \\(kpatch_busy\\)|pid $pid \\(kpatch_busy\\).*kpatch_test_busy_fn[+]" \
 	"$msgs"
-check_eq "exactly one log line names the task" 1 \
-	"$(printf '%s\n' "$msgs" | grep -c "pid $pid (kpatch_busy)")"
+check_eq "one log line per try names the task" "$tries" \
+	"$(count_lines "$msgs" "pid $pid \\(kpatch_busy\\)")"
+check_eq "all tries but the last say another one follows" "$retries" \
+	"$(count_lines "$msgs" "patch 'busy1' busy \\(try [0-9]+ of $tries, again in $delay ms\\): kpatch_test_busy_fn[+]")"
+check_grep "the last try says the patch is refused" \
+	"patch 'busy1' refused after $tries tries: kpatch_test_busy_fn[+]" "$msgs"
 check_eq "thread still in kpatch_test_busy_fn" 1 "$(modparam kpatch_test_busy state)"
 check_eq "new function never ran" 0 "$(modparam kpatch_test_busy new_calls)"
+check_no_splat
+
+start_test "no retries"
+kpatch_param retries 0
+log_mark
+expect_refused EBUSY patch busy0 "$fn" "$fn_new"
+msgs=$(log_since_mark)
+diag "kernel log:" "$msgs"
+check_eq "exactly one log line names the task" 1 \
+	"$(count_lines "$msgs" "pid $pid \\(kpatch_busy\\)")"
+check_grep "it says the patch is refused" \
+	"patch 'busy0' refused: kpatch_test_busy_fn[+].*pid $pid \\(kpatch_busy\\)" "$msgs"
+kpatch_param retries "$retries"
 check_no_splat
 
 start_test "busy function among others"
 log_mark
 expect_refused EBUSY patch busy2 "$a" "$a1" "$fn" "$fn_new"
 check_eq "the other function is not patched either" "a=1 b=2" "$(target_values)"
+check_no_splat
+
+start_test "the thread leaves the function while kpatch retries"
+kpatch_param retries 100
+kpatch_param retry_delay_ms 200
+log_mark
+diag "% echo \"patch busy4 $fn $fn_new\" > $KP_CONTROL &"
+"$KPCTL" "$KP_CONTROL" "patch busy4 $fn $fn_new" >"$KP_TMP/busy4" 2>&1 &
+writer=$!
+check "kpatch says it tries again" \
+	wait_until log_has "patch 'busy4' busy (try 1 of 101, again in 200 ms)"
+busy_param release 1
+wait "$writer"
+check_eq "patch busy4 -> OK" OK "$(cat "$KP_TMP/busy4")"
+check "the thread left kpatch_test_busy_fn" \
+	wait_until modparam_is kpatch_test_busy state 2
+check_grep "patch listed as active" \
+	"$(pline busy4 kpatch_test_busy:kpatch_test_busy_fn "$fn" \
+		kpatch_test_busy:kpatch_test_busy_fn_new "$fn_new" active)" \
+	"$(cat "$KP_PATCHES")"
+check_no_grep "no try was refused for good" "refused" "$(log_since_mark)"
+expect_ok unpatch busy4
+kpatch_param retries "$retries"
+kpatch_param retry_delay_ms "$delay"
 check_no_splat
 
 start_test "after the thread left the function"
@@ -71,4 +139,29 @@ check "the thread calls kpatch_test_busy_fn once more" \
 	wait_until modparam_is kpatch_test_busy again N
 check_eq "after unpatch the old function runs" 2 "$(modparam kpatch_test_busy old_calls)"
 check_eq "and the new one does not" 1 "$(modparam kpatch_test_busy new_calls)"
+check_no_splat
+
+start_test "a task that enters the function after the pre-walk"
+# The writer runs on CPU 0, where the ambush binds the thread: see
+# kpatch_test_busy.c.  Without retries the one try must fail inside
+# stop_machine(), whose check sees that the thread ran since kpatch first
+# walked its (then clean) stack.
+kpatch_param retries 0
+busy_param ambush 1
+log_mark
+diag "% taskset -c 0 kpctl $KP_CONTROL \"patch busy5 $fn $fn_new\""
+KP_RESULT=$(taskset -c 0 "$KPCTL" "$KP_CONTROL" "patch busy5 $fn $fn_new" 2>&1)
+diag "$KP_RESULT"
+check_eq "the ambush went off" 0 "$(modparam kpatch_test_busy ambush)"
+check_eq "patch busy5 -> EBUSY" EBUSY "$KP_RESULT"
+check_eq "the thread is in kpatch_test_busy_fn" 1 "$(modparam kpatch_test_busy state)"
+check_grep "kernel log names the function and the task" \
+	"patch 'busy5' refused: kpatch_test_busy_fn[+].*pid $pid \\(kpatch_busy\\)" \
+	"$(log_since_mark)"
+check_patches "nothing patched"
+busy_param ambush 0
+busy_param release 1
+check "the thread leaves kpatch_test_busy_fn" \
+	wait_until modparam_is kpatch_test_busy state 2
+kpatch_param retries "$retries"
 check_no_splat

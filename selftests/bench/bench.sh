@@ -10,7 +10,8 @@
 # instruction (nokaslr: module addresses, hence kpatch's hash chains, stay
 # the same from boot to boot), run guest-bench.sh, print markdown tables and write
 # $KPATCH_CACHE/bench/<kver>.csv.  At the end, gnuplot draws
-# $KPATCH_CACHE/bench/window.png (stop_machine window vs tasks).
+# $KPATCH_CACHE/bench/window.png (stop_machine window vs tasks, and vs the
+# tasks that ran between kpatch's pre-walk and its stop_machine()).
 #
 # Environment:
 #   KPATCH_CACHE          cache dir (default /var/cache/kpatch-testbed)
@@ -127,6 +128,7 @@ report() {
 	awk -F, -v kver="$1" '
 		NR > 1 { v[$2] = $3 }
 		function ipc(x) { return sprintf("%.1f", x / 1000) }
+		function pct(x, of) { return of > 0 ? sprintf("%.2f %%", 100 * x / of) : "-" }
 		function row(name, key) {
 			over = sprintf("%+.1f", (v[key] - v["calls_unpatched"]) / 1000)
 			if (key == "calls_unpatched")
@@ -145,7 +147,7 @@ report() {
 			row("livepatch", "calls_livepatch")
 			row("kpatch, 1,000 other functions patched", "calls_kpatch_1000")
 			print "\nstop_machine window (instructions in the callback) and whole kpatch_register(), vs the seed check:\n"
-			print "| tasks | functions | kpatch window | kpatch register | seed window | seed / kpatch |"
+			print "| tasks | functions | kpatch window | % of seed | kpatch register | seed window |"
 			print "|---:|---:|---:|---:|---:|---:|"
 			split("100 1000 4000", ts, " ")
 			split("1 100 1000", fs, " ")
@@ -153,10 +155,19 @@ report() {
 				for (j = 1; j <= 3; j++) {
 					s = "_t" ts[i] "_f" fs[j]
 					w = v["window_kpatch" s]
-					printf "| %d | %d | %d | %d | %d | %.1fx |\n", ts[i], fs[j],
-						w, v["register_kpatch" s], v["window_seed" s],
-						(w > 0 ? v["window_seed" s] / w : 0)
+					printf "| %d | %d | %d | %s | %d | %d |\n", ts[i], fs[j],
+						w, pct(w, v["window_seed" s]),
+						v["register_kpatch" s], v["window_seed" s]
 				}
+			print "\n4000 tasks, 100 functions; R tasks woken between the pre-walk and stop_machine() (\"ran\": how many ran before the callback):\n"
+			print "| woken | ran | kpatch window | % of seed | kpatch register |"
+			print "|---:|---:|---:|---:|---:|"
+			split("1 10 100 1000", rs, " ")
+			for (i = 1; i <= 4; i++) {
+				r = rs[i]; w = v["window_ran_r" r]
+				printf "| %d | %d | %d | %s | %d |\n", r, v["ran_r" r], w,
+					pct(w, v["window_seed_t4000_f100"]), v["register_ran_r" r]
+			}
 			# Per patched function, read off kpatch.c: struct kpatch_func
 			# (in the patch module), 2 pins (kpatch_prepare: 16 B), one
 			# ftrace filter entry (struct ftrace_func_entry: 32 B).
@@ -176,9 +187,20 @@ report() {
 }
 
 plot() {
-	local kver dat plots=() i=0
+	local kver dat ran plots=() rans=() i=0
 	command -v gnuplot >/dev/null || { log "no gnuplot: no $OUT/window.png"; return 0; }
 	for kver in "$@"; do
+		ran=$OUT/$kver.ran.dat
+		awk -F, '
+			NR > 1 { v[$2] = $3 }
+			END {
+				print "# tasks_that_ran kpatch_window seed_window (4000 tasks, 100 functions)"
+				n = split("1 10 100 1000", rs, " ")
+				for (i = 1; i <= n; i++)
+					print v["ran_r" rs[i]], v["window_ran_r" rs[i]],
+						v["window_seed_t4000_f100"]
+			}' "$OUT/$kver.csv" >"$ran"
+		rans+=("$ran" "$kver")
 		dat=$OUT/$kver.window.dat
 		awk -F, '
 			NR > 1 && $2 ~ /^window_/ {
@@ -202,8 +224,8 @@ plot() {
 		plots+=("$dat" "$kver")
 		i=$((i + 1))
 	done
-	gnuplot -e "ndata=$i" -e "files='${plots[*]}'" -e "out='$OUT/window.png'" \
-		"$HERE/window.gp"
+	gnuplot -e "ndata=$i" -e "files='${plots[*]}'" -e "ranfiles='${rans[*]}'" \
+		-e "out='$OUT/window.png'" "$HERE/window.gp"
 	log "wrote $OUT/window.png"
 }
 

@@ -128,6 +128,18 @@ for t in 100 1000 4000; do
 		say window_seed_t${t}_f$f "$(bench seed $f)"
 	done
 done
+
+# 3. the same with 4000 tasks and 100 functions, when R of the tasks run
+# between kpatch's pre-walk and its stop_machine(); "ran" is how many did
+for r in 1 10 100 1000; do
+	bench ran $r >/dev/null
+	# shellcheck disable=SC2046
+	set -- $(bench window 100)
+	say window_ran_r$r "$1"
+	say register_ran_r$r "$2"
+	say ran_r$r "$3"
+done
+bench ran 0 >/dev/null
 bench tasks 0 >/dev/null
 
 rmmod kpatch_bench || fail "rmmod kpatch_bench"

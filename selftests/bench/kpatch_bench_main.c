@@ -18,10 +18,15 @@
  *   pressure 1|0    the same, in one patch with every generated function
  *   ftrace 1|0      redirect it with a bare IPMODIFY ftrace_ops (below)
  *   tasks N         keep N kthreads sleeping in schedule()
+ *   ran R           make the next windows wake the first R of those
+ *                   kthreads between kpatch's pre-walk of the stacks and
+ *                   its stop_machine() callback (0: stop doing it)
  *   window F        kpatch_register() F generated functions, unregister;
- *                   prints "WINDOW REGISTER": ns spent in kpatch's
+ *                   prints "WINDOW REGISTER RAN": ns spent in kpatch's
  *                   stop_machine() callback (kpatch_update_cb, timed by a
- *                   kretprobe) and in the whole kpatch_register() call
+ *                   kretprobe), in the whole kpatch_register() call, and
+ *                   how many kthreads ran between their wakeup and the
+ *                   callback
  *   seed F          the seed's stack check for F functions (every return
  *                   address against every function, then the whole hash)
  *                   under stop_machine(); prints the ns it took
@@ -219,23 +224,32 @@ static struct kretprobe kpatch_bench_krp = {
 
 static bool kpatch_bench_krp_on;
 
+static unsigned int kpatch_bench_ran_count(void);
+static void kpatch_bench_ran_arm(bool on);
+
 static int kpatch_bench_window(unsigned int nr)
 {
-	u64 t0, t1;
+	u64 t0, t1, window;
+	unsigned int ran;
 	int ret;
 
 	ret = kpatch_bench_fill(false, nr);
 	if (ret)
 		return ret;
 	kpatch_bench_cb_ns = 0;
+	kpatch_bench_ran_arm(true);
 	t0 = ktime_get_ns();
 	ret = kpatch_register(&kpatch_bench_kpmod, false);
 	t1 = ktime_get_ns();
+	kpatch_bench_ran_arm(false);
+	/* Before kpatch_unregister() runs the callback again. */
+	window = kpatch_bench_cb_ns;
+	ran = kpatch_bench_ran_count();
 	if (ret)
 		return ret;
 	ret = kpatch_unregister(&kpatch_bench_kpmod);
-	snprintf(result, sizeof(result), "%lld %llu",
-		 kpatch_bench_krp_on ? (s64)kpatch_bench_cb_ns : -1LL, t1 - t0);
+	snprintf(result, sizeof(result), "%lld %llu %u",
+		 kpatch_bench_krp_on ? (s64)window : -1LL, t1 - t0, ran);
 	return ret;
 }
 
@@ -360,36 +374,127 @@ static int kpatch_bench_seed(unsigned int nr)
 /* ---- tasks: kthreads sleeping in schedule() ---- */
 
 static struct task_struct **kpatch_bench_threads;
+static u64 *kpatch_bench_ran_at;	/* per thread: when it last woke up */
 static unsigned int kpatch_bench_nr_threads;
 #define KPATCH_BENCH_MAX_THREADS	8192
 
-static int kpatch_bench_sleeper(void *unused)
+static int kpatch_bench_sleeper(void *data)
 {
+	u64 *ran_at = data;
+
 	while (!kthread_should_stop()) {
 		set_current_state(TASK_INTERRUPTIBLE);
 		if (!kthread_should_stop())
 			schedule();
 		__set_current_state(TASK_RUNNING);
+		WRITE_ONCE(*ran_at, ktime_get_ns());
 	}
 	return 0;
 }
 
+/*
+ * The kthreads run SCHED_FIFO, so that those woken by "ran" preempt the
+ * writer in kpatch_register() before its stop_machine() wakes the stopper
+ * (see below); asleep, they are like any other sleeping task.
+ */
 static int kpatch_bench_tasks(unsigned int nr)
 {
 	struct task_struct *t;
+	unsigned int i;
 
 	if (nr > KPATCH_BENCH_MAX_THREADS)
 		return -EINVAL;
 	while (kpatch_bench_nr_threads > nr)
 		kthread_stop(kpatch_bench_threads[--kpatch_bench_nr_threads]);
 	while (kpatch_bench_nr_threads < nr) {
-		t = kthread_run(kpatch_bench_sleeper, NULL, "kpbench/%u",
-				kpatch_bench_nr_threads);
+		i = kpatch_bench_nr_threads;
+		t = kthread_create(kpatch_bench_sleeper,
+				   &kpatch_bench_ran_at[i], "kpbench/%u", i);
 		if (IS_ERR(t))
 			return PTR_ERR(t);
+		sched_set_fifo_low(t);
+		wake_up_process(t);
 		kpatch_bench_threads[kpatch_bench_nr_threads++] = t;
 	}
 	return 0;
+}
+
+/*
+ * ---- ran: tasks that run between kpatch's pre-walk and stop_machine() ----
+ *
+ * kpatch walks the stacks of the sleeping tasks before it calls
+ * stop_machine(), and inside stop_machine() walks again only the tasks
+ * that ran since.  A kprobe on stop_machine() wakes the first
+ * kpatch_bench_ran_req kthreads there.  On the guest's one CPU they
+ * preempt the writer at its next preemption point (cpus_read_lock() at
+ * the latest, before the stopper thread is woken: the kthreads are
+ * SCHED_FIFO, the writer is not), run, and sleep again.  Each then counts
+ * as a task that ran; kpatch_bench_ran_count() checks how many did, from
+ * the time each one last woke up.
+ */
+static unsigned int kpatch_bench_ran_req;
+static atomic_t kpatch_bench_ran_armed = ATOMIC_INIT(0);
+static u64 kpatch_bench_ran_t0;
+static struct kprobe kpatch_bench_kp;
+static bool kpatch_bench_kp_on;
+
+static int kpatch_bench_stop_machine_pre(struct kprobe *p,
+					 struct pt_regs *regs)
+{
+	unsigned int i;
+
+	if (!atomic_xchg(&kpatch_bench_ran_armed, 0))
+		return 0;
+	kpatch_bench_ran_t0 = ktime_get_ns();
+	for (i = 0; i < kpatch_bench_ran_req && i < kpatch_bench_nr_threads; i++)
+		wake_up_process(kpatch_bench_threads[i]);
+	return 0;
+}
+
+static int kpatch_bench_ran(unsigned int nr)
+{
+	int ret;
+
+	if (nr > kpatch_bench_nr_threads)
+		return -EINVAL;
+	kpatch_bench_ran_req = nr;
+	if (nr && !kpatch_bench_kp_on) {
+		memset(&kpatch_bench_kp, 0, sizeof(kpatch_bench_kp));
+		kpatch_bench_kp.symbol_name = "stop_machine";
+		kpatch_bench_kp.pre_handler = kpatch_bench_stop_machine_pre;
+		ret = register_kprobe(&kpatch_bench_kp);
+		if (ret)
+			return ret;
+		kpatch_bench_kp_on = true;
+	} else if (!nr && kpatch_bench_kp_on) {
+		unregister_kprobe(&kpatch_bench_kp);
+		kpatch_bench_kp_on = false;
+	}
+	return 0;
+}
+
+/* Arm the kprobe for the next stop_machine() call, or disarm it. */
+static void kpatch_bench_ran_arm(bool on)
+{
+	if (on)
+		kpatch_bench_ran_t0 = 0;
+	atomic_set(&kpatch_bench_ran_armed, on && kpatch_bench_ran_req);
+}
+
+/* How many woken kthreads ran before kpatch's stop_machine() callback. */
+static unsigned int kpatch_bench_ran_count(void)
+{
+	unsigned int i, n = 0;
+	u64 t;
+
+	if (!kpatch_bench_ran_t0)
+		return 0;
+	for (i = 0; i < kpatch_bench_ran_req; i++) {
+		t = READ_ONCE(kpatch_bench_ran_at[i]);
+		if (t > kpatch_bench_ran_t0 && t < kpatch_bench_cb_t0)
+			n++;
+	}
+	return n;
 }
 
 /* ---- the command parameter ---- */
@@ -415,6 +520,8 @@ static int kpatch_bench_run(const char *verb, unsigned int arg)
 		return kpatch_bench_ftrace(arg);
 	if (!strcmp(verb, "tasks"))
 		return kpatch_bench_tasks(arg);
+	if (!strcmp(verb, "ran"))
+		return kpatch_bench_ran(arg);
 	if (!strcmp(verb, "window"))
 		return kpatch_bench_window(arg);
 	if (!strcmp(verb, "seed"))
@@ -472,9 +579,13 @@ static int __init kpatch_bench_init(void)
 	kpatch_bench_threads = kcalloc(KPATCH_BENCH_MAX_THREADS,
 				       sizeof(*kpatch_bench_threads),
 				       GFP_KERNEL);
-	if (!kpatch_bench_funcs || !kpatch_bench_threads) {
+	kpatch_bench_ran_at = kcalloc(KPATCH_BENCH_MAX_THREADS,
+				      sizeof(*kpatch_bench_ran_at), GFP_KERNEL);
+	if (!kpatch_bench_funcs || !kpatch_bench_threads ||
+	    !kpatch_bench_ran_at) {
 		kfree(kpatch_bench_funcs);
 		kfree(kpatch_bench_threads);
+		kfree(kpatch_bench_ran_at);
 		return -ENOMEM;
 	}
 	if (register_kretprobe(&kpatch_bench_krp))
@@ -489,7 +600,9 @@ static void __exit kpatch_bench_exit(void)
 	if (kpatch_bench_krp_on)
 		unregister_kretprobe(&kpatch_bench_krp);
 	kpatch_bench_ftrace(false);
+	kpatch_bench_ran(0);
 	kpatch_bench_tasks(0);
+	kfree(kpatch_bench_ran_at);
 	kfree(kpatch_bench_threads);
 	kfree(kpatch_bench_funcs);
 }

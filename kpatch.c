@@ -8,8 +8,8 @@
  * /sys/kernel/debug/kpatch/control.  Either way the update is the same:
  *
  *  1. Outside stop_machine(): resolve and check every address through
- *     kallsyms, pin the modules involved, add the new call sites to the
- *     ftrace filter, and build a sorted table of the code ranges that no
+ *     kallsyms, pin the modules involved, make an ftrace site for each
+ *     function not patched yet, and build a sorted table of the code ranges that no
  *     task may be executing for the update to be safe.  Then walk the
  *     stack of every task that is blocked, look each return address up
  *     in that table, and remember the clean ones with their context
@@ -19,14 +19,15 @@
  *     stopper task.  If no return address is in the table, publish the
  *     new function table; otherwise change nothing and fail with -EBUSY.
  *  3. After it: wait for NMIs that may still look at the old table, then
- *     free what was removed and drop ftrace sites that no patch uses.
+ *     free what was removed and release the sites that no patch uses.
  *
  * When the stack check refuses, the update is tried again a few times
  * (the retries and retry_delay_ms parameters) before it fails.
  *
- * Calls to a patched function enter ftrace at its fentry call; the ftrace
- * handler looks the function up and rewrites the saved instruction pointer
- * so that ftrace "returns" into the newest replacement instead.
+ * Calls to a patched function leave it at its fentry call, through an
+ * ftrace direct call of kpatch's trampoline or, where the kernel does not
+ * allow one, through an ftrace_ops handler; either "returns" into the
+ * newest replacement instead.
  *
  * The file reads top to bottom: types and state, the function table, the
  * stack check, the ftrace redirect, register/unregister, the debugfs and
@@ -59,7 +60,6 @@
 #include <linux/stop_machine.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
-#include <linux/version.h>
 #include <asm/ibt.h>
 #include <asm/linkage.h>
 #include <asm/nops.h>
@@ -159,8 +159,8 @@ static LIST_HEAD(kpatch_patches);
  * The function table: every enabled kpatch_func, hashed by ftrace location.
  * Entries for the same function are chained newest first, so the first
  * match is the one that runs.  Writers: only the stop_machine() callback.
- * Readers: the ftrace handler, in any context including NMI (see the state
- * machine below), and holders of kpatch_mutex.
+ * Readers: the slow path of the redirect, in any context including NMI
+ * (see the state machine below), and holders of kpatch_mutex.
  */
 #define KPATCH_HASH_BITS	10
 static DEFINE_HASHTABLE(kpatch_func_hash, KPATCH_HASH_BITS);
@@ -233,7 +233,7 @@ static DEFINE_HASHTABLE(kpatch_site_hash, KPATCH_HASH_BITS);
  * keeps lookups short; beyond that, new sites take the ftrace_ops path.
  */
 #define KPATCH_DIRECT_BITS	12
-#define KPATCH_DIRECT_SLOTS	(1U << KPATCH_DIRECT_BITS)
+#define KPATCH_DIRECT_SLOTS	4096	/* 2^KPATCH_DIRECT_BITS, for the asm */
 #define KPATCH_DIRECT_MAX	(KPATCH_DIRECT_SLOTS / 2)
 #define KPATCH_DIRECT_GONE	1UL
 #define KPATCH_DIRECT_MUL	0x61c88647	/* 2^32 / golden ratio */
@@ -244,8 +244,8 @@ static unsigned int kpatch_direct_used;	/* slots live or gone */
 static unsigned int kpatch_direct_live;
 
 /*
- * The state machine that keeps the ftrace handler consistent while the
- * table changes under it.
+ * The state machine that keeps the redirect consistent while an update
+ * changes the table under it.
  *
  *         +-----------------------------------------------------+
  *         |                                                     |
@@ -257,28 +257,24 @@ static unsigned int kpatch_direct_live;
  *         |                                                     |
  *         +-----------------------------------------------------+
  *
- * Outside stop_machine() the table cannot change under a caller of a
- * patched function: the only writer is the stop_machine() callback, and
- * stop_machine() cannot start while any CPU is inside the (preemption
- * disabled) ftrace handler.  Inside it, two kinds of caller can still run
+ * The fast paths of the redirect read only a site's target (see struct
+ * kpatch_site); the state machine guards the slow path, which the calls of
+ * every function an update changes take while the update runs (the
+ * update sets their targets to KPATCH_TARGET_SLOW first).  Outside
+ * stop_machine() neither can change under a caller: the only writer is the
+ * stop_machine() callback.  Inside it, two kinds of caller can still run
  * concurrently with the writer: NMIs on any CPU, and the functions the
- * other CPUs call while they spin in the stop_machine() loop.  The callback
- * leaves IDLE before it touches the table, and a caller that found IDLE
- * reads the state again after its lookup, like a seqcount reader: if the
- * lookup could have seen any change, the second read sees that the state
- * left IDLE, and the caller starts over through the state machine.  The
- * state cannot go round to IDLE again during one lookup: that happens only
- * after stop_machine() returns, which waits for every CPU to leave the
- * handler, NMIs included.
+ * other CPUs call while they spin in the stop_machine() loop.
  *
  * A caller that calls several patched functions (an NMI handler calling f,
  * then g) must get them all from one version.  So the callback, once it
- * has left IDLE, waits until the stopper thread of every other CPU has
- * seen that, before it checks a stack or touches the table: an NMI that
- * read IDLE keeps its CPU's stopper from answering until it returns.  From
- * then on every call sees UPDATING or a later state, and UPDATING ends in
- * FAILURE (all old) as soon as anyone calls a patched function, or in
- * SUCCESS (all new) if nobody did.
+ * has left IDLE and marked its sites slow, waits until the stopper thread
+ * of every other CPU has seen that, before it checks a stack or touches
+ * the table: an NMI that read an old target holds up its CPU's stopper
+ * until it returns.  From then on every call of a changed function sees
+ * UPDATING or a later state, and UPDATING ends in FAILURE (all old) as
+ * soon as anyone calls one, or in SUCCESS (all new) if nobody did.  The
+ * whole argument is at kpatch_update_cb().
  *
  * KPATCH_STATE_IDLE: no update is changing the table.  The first entry for a
  * function is the one that runs; func->op is ignored.
@@ -432,7 +428,7 @@ struct kpatch_update {
 
 /*
  * Find the entry that runs for a call of @ip, given the @state read by the
- * caller.  Runs in the ftrace handler, in any context: notrace, lockless.
+ * caller.  Runs in the redirect's slow path, in any context: notrace, lockless.
  */
 static struct kpatch_func *notrace kpatch_find_func(unsigned long ip, int state)
 {
@@ -525,8 +521,9 @@ static void kpatch_add_range(struct kpatch_update *upd, unsigned long start,
  * that runs for it now -- the new function of the entry on top of its
  * stack, if any -- and always the old function itself.  The old function
  * is on a stack not only when it runs unpatched: a task preempted inside
- * the ftrace trampoline has the return address of the old function's
- * fentry call on its stack, and resumes wherever the handler pointed it.
+ * ftrace's trampoline, the ftrace_ops handler or kpatch's trampoline has
+ * the return address of the old function's fentry call on its stack, and
+ * resumes wherever the target it read pointed it.
  * Removing an entry that is not on top changes nothing visible and needs
  * no check.  Done before stop_machine(), under kpatch_mutex, so the table
  * cannot change between here and the callback.
@@ -1092,12 +1089,16 @@ static void notrace kpatch_ftrace_handler(unsigned long ip,
  * see one version of the patch) is argued at kpatch_update_cb().
  */
 void kpatch_direct_tramp(void);
-unsigned long kpatch_direct_slow(unsigned long ret);
+
+/* The trampoline's slow path; @ret is the fentry call's return address. */
+static unsigned long notrace __used kpatch_direct_slow(unsigned long ret)
+{
+	return kpatch_redirect_slow(ret - MCOUNT_INSN_SIZE);
+}
 
 #define KPATCH_STR(x)	__stringify(x)
 
-asm(
-"	.pushsection .text, \"ax\", @progbits\n"
+asm(".pushsection .text, \"ax\", @progbits\n"
 "	.type	kpatch_direct_tramp, @function\n"
 "kpatch_direct_tramp:\n"
 	ASM_ENDBR
@@ -1145,26 +1146,17 @@ asm(
 "	.popsection\n"
 );
 
-/* The trampoline's slow path; @ret is the fentry call's return address. */
-unsigned long notrace kpatch_direct_slow(unsigned long ret)
-{
-	return kpatch_redirect_slow(ret - MCOUNT_INSN_SIZE);
-}
-
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 5, 0)
-/*
- * 6.5 gave the ops-based calls the plain names (6.12, 7.x here).  The
- * filter is freed with the group, as on 6.1.
- */
-#define kpatch_register_direct(ops, addr)	register_ftrace_direct(ops, addr)
-#define kpatch_unregister_direct(ops, addr) \
-	unregister_ftrace_direct(ops, addr, false)
-#else
-/* 6.1: the _multi calls. */
+#ifdef KPATCH_FTRACE_DIRECT_MULTI
+/* Before 6.5 (6.1 here), the calls had _multi names (see Kbuild). */
 #define kpatch_register_direct(ops, addr) \
 	register_ftrace_direct_multi(ops, addr)
 #define kpatch_unregister_direct(ops, addr) \
 	unregister_ftrace_direct_multi(ops, addr)
+#else
+/* 6.12, 7.x here.  The filter is freed with the group, as on 6.1. */
+#define kpatch_register_direct(ops, addr)	register_ftrace_direct(ops, addr)
+#define kpatch_unregister_direct(ops, addr) \
+	unregister_ftrace_direct(ops, addr, false)
 #endif
 #endif /* CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS */
 
@@ -1269,6 +1261,7 @@ static void kpatch_site_set(struct kpatch_site *site, unsigned long target)
 /* The first slot to try for @key; the trampoline computes the same. */
 static unsigned int kpatch_direct_hash(unsigned long key)
 {
+	BUILD_BUG_ON(KPATCH_DIRECT_SLOTS != 1U << KPATCH_DIRECT_BITS);
 	return ((u32)key * KPATCH_DIRECT_MUL) >> (32 - KPATCH_DIRECT_BITS);
 }
 

@@ -198,7 +198,8 @@ struct kpatch_fops {
  * functions should not pay that a thousand times.  A site whose function
  * is no longer patched stays in its group with target 0 (its calls go on
  * to the old function after a few instructions in the trampoline) until
- * every site of the group is unused; then the group goes.
+ * every site of the group is unused; then the group goes.  Before Linux
+ * 6.5 each site goes on its own, see kpatch_direct_anchor().
  */
 struct kpatch_group {
 	struct ftrace_ops ops;
@@ -1147,16 +1148,50 @@ asm(".pushsection .text, \"ax\", @progbits\n"
 );
 
 #ifdef KPATCH_FTRACE_DIRECT_MULTI
-/* Before 6.5 (6.1 here), the calls had _multi names (see Kbuild). */
-#define kpatch_register_direct(ops, addr) \
-	register_ftrace_direct_multi(ops, addr)
-#define kpatch_unregister_direct(ops, addr) \
-	unregister_ftrace_direct_multi(ops, addr)
+/*
+ * Before 6.5 (6.1 here, see Kbuild) ftrace also sets up one direct call
+ * at a time, through a direct ftrace_ops of its own that stays as long as
+ * any such call does; it only waits for an RCU-tasks grace period when it
+ * drops the last one.  kpatch keeps one on kpatch_direct_anchor(), never
+ * called, from load to unload, so that adding and dropping the direct
+ * call of a function costs no grace period.  Groups are then only
+ * kpatch's bookkeeping, and a site goes as soon as it is unused.
+ */
+static noinline void kpatch_direct_anchor(void)
+{
+	barrier();
+}
+
+static int kpatch_group_register(struct kpatch_group *grp, unsigned long *ips,
+				 unsigned int n)
+{
+	struct kpatch_site *site;
+	int ret;
+
+	list_for_each_entry(site, &grp->sites, grp_node) {
+		ret = register_ftrace_direct(site->ip,
+					     (unsigned long)kpatch_direct_tramp);
+		if (!ret)
+			continue;
+		list_for_each_entry_continue_reverse(site, &grp->sites, grp_node)
+			unregister_ftrace_direct(site->ip,
+						 (unsigned long)kpatch_direct_tramp);
+		return ret;
+	}
+	return 0;
+}
 #else
-/* 6.12, 7.x here.  The filter is freed with the group, as on 6.1. */
-#define kpatch_register_direct(ops, addr)	register_ftrace_direct(ops, addr)
-#define kpatch_unregister_direct(ops, addr) \
-	unregister_ftrace_direct(ops, addr, false)
+/* 6.12, 7.x here: one direct ftrace_ops per group. */
+static int kpatch_group_register(struct kpatch_group *grp, unsigned long *ips,
+				 unsigned int n)
+{
+	int ret = ftrace_set_filter_ips(&grp->ops, ips, n, 0, 1);
+
+	if (!ret)
+		ret = register_ftrace_direct(&grp->ops,
+					     (unsigned long)kpatch_direct_tramp);
+	return ret;
+}
 #endif
 #endif /* CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS */
 
@@ -1342,16 +1377,9 @@ static int kpatch_direct_add(unsigned long *ips, unsigned int n)
 		site->grp = grp;
 		list_add_tail(&site->grp_node, &grp->sites);
 	}
-	ret = ftrace_set_filter_ips(&grp->ops, ips, n, 0, 1);
-	if (ret) {
-		kpatch_group_free(grp);
-		return ret;
-	}
-
 	list_for_each_entry(site, &grp->sites, grp_node)
 		site->slot = kpatch_direct_insert(site->ip + MCOUNT_INSN_SIZE);
-	ret = kpatch_register_direct(&grp->ops,
-				     (unsigned long)kpatch_direct_tramp);
+	ret = kpatch_group_register(grp, ips, n);
 	if (ret) {
 		list_for_each_entry(site, &grp->sites, grp_node)
 			kpatch_direct_remove(site->slot);
@@ -1363,6 +1391,33 @@ static int kpatch_direct_add(unsigned long *ips, unsigned int n)
 	return 0;
 }
 
+#ifdef KPATCH_FTRACE_DIRECT_MULTI
+/* Release @site, which is unused, and its group with its last site. */
+static void kpatch_group_put(struct kpatch_site *site)
+{
+	struct kpatch_group *grp = site->grp;
+	int ret;
+
+	ret = unregister_ftrace_direct(site->ip,
+				       (unsigned long)kpatch_direct_tramp);
+	if (ret) {
+		/* Its target is 0: the calls go on unchanged. */
+		pr_warn("%pS keeps its direct call (%d); harmless, it only costs a few instructions per call\n",
+			(void *)site->ip, ret);
+		return;
+	}
+	/*
+	 * A task still inside the trampoline for this site finds no key, or
+	 * target 0, and returns into the old function.
+	 */
+	kpatch_direct_remove(site->slot);
+	hash_del(&site->node);
+	list_del(&site->grp_node);
+	kfree(site);
+	if (list_empty(&grp->sites))
+		kfree(grp);
+}
+#else
 /* Release the group of @site if none of its sites is used any more. */
 static void kpatch_group_put(struct kpatch_site *site)
 {
@@ -1372,9 +1427,13 @@ static void kpatch_group_put(struct kpatch_site *site)
 	list_for_each_entry(site, &grp->sites, grp_node)
 		if (kpatch_top_func(site->ip))
 			return;
-	/* This waits until no task is inside the trampoline. */
-	ret = kpatch_unregister_direct(&grp->ops,
-				       (unsigned long)kpatch_direct_tramp);
+	/*
+	 * This waits for an RCU-tasks grace period, so that no task is
+	 * still inside the trampoline for these sites (see Limitations in
+	 * Documentation.txt for what that can cost).
+	 */
+	ret = unregister_ftrace_direct(&grp->ops,
+				       (unsigned long)kpatch_direct_tramp, false);
 	if (ret) {
 		/* Its targets are 0: the calls go on unchanged. */
 		pr_warn("cannot drop a direct call group (%d); its functions keep a few extra instructions per call\n",
@@ -1387,6 +1446,7 @@ static void kpatch_group_put(struct kpatch_site *site)
 	}
 	kpatch_group_free(grp);
 }
+#endif
 #else
 static int kpatch_direct_add(unsigned long *ips, unsigned int n)
 {
@@ -1450,7 +1510,7 @@ static void kpatch_site_put(unsigned long ip)
 		kpatch_group_put(site);
 		return;
 	}
-	/* This waits until no task is inside the handler. */
+	/* As for a group: this waits until no task is inside the handler. */
 	ret = unregister_ftrace_function(&site->fops->ops);
 	if (ret) {
 		pr_warn("%pS keeps its ftrace_ops (%d); harmless, it only costs a handler call\n",
@@ -2494,16 +2554,36 @@ DEFINE_SHOW_ATTRIBUTE(kpatch_patches);
  * init and exit
  */
 
+/* Drop the anchor of kpatch_init(); waits for an RCU-tasks grace period. */
+static void kpatch_direct_unanchor(void)
+{
+#if defined(CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS) && \
+	defined(KPATCH_FTRACE_DIRECT_MULTI)
+	unregister_ftrace_direct((unsigned long)kpatch_direct_anchor,
+				 (unsigned long)kpatch_direct_tramp);
+#endif
+}
+
 static int __init kpatch_init(void)
 {
+#if defined(CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS) && \
+	defined(KPATCH_FTRACE_DIRECT_MULTI)
+	int ret = register_ftrace_direct((unsigned long)kpatch_direct_anchor,
+					 (unsigned long)kpatch_direct_tramp);
+
+	if (ret) {
+		pr_err("cannot set up the direct call anchor (%d)\n", ret);
+		return ret;
+	}
+#endif
 	kpatch_root_kobj = kobject_create_and_add("kpatch", kernel_kobj);
 	if (!kpatch_root_kobj)
-		return -ENOMEM;
+		goto err_anchor;
 	kpatch_patches_kobj = kobject_create_and_add("patches",
 						     kpatch_root_kobj);
 	if (!kpatch_patches_kobj) {
 		kobject_put(kpatch_root_kobj);
-		return -ENOMEM;
+		goto err_anchor;
 	}
 
 	kpatch_debugfs_dir = debugfs_create_dir("kpatch", NULL);
@@ -2512,6 +2592,10 @@ static int __init kpatch_init(void)
 	debugfs_create_file("patches", 0400, kpatch_debugfs_dir, NULL,
 			    &kpatch_patches_fops);
 	return 0;
+
+err_anchor:
+	kpatch_direct_unanchor();
+	return -ENOMEM;
 }
 
 static void __exit kpatch_exit(void)
@@ -2526,6 +2610,7 @@ static void __exit kpatch_exit(void)
 	debugfs_remove_recursive(kpatch_debugfs_dir);
 	kobject_put(kpatch_patches_kobj);
 	kobject_put(kpatch_root_kobj);
+	kpatch_direct_unanchor();
 	ftrace_free_filter(&kpatch_probe_ops);
 }
 

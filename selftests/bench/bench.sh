@@ -184,8 +184,8 @@ report() {
 			# Per function patched through a direct call, read off
 			# kpatch.c: struct kpatch_func (in the patch module), 2 pins
 			# (kpatch_prepare: 16 B), struct kpatch_site (64 B), and two
-			# struct ftrace_func_entry (32 B each): one in its group's
-			# filter, one in ftrace's table of direct calls.
+			# struct ftrace_func_entry (32 B each): one in the filter of
+			# its group, one in the table of direct calls of ftrace.
 			print "\nFootprint (kpatch.ko: size(1) on the host; per function: see the README):\n"
 			print "| text | data | bss | sizeof(struct kpatch_func) | bytes held per patched function |"
 			print "|---:|---:|---:|---:|---:|"

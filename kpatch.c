@@ -199,11 +199,13 @@ struct kpatch_fops {
  * is no longer patched stays in its group with target 0 (its calls go on
  * to the old function after a few instructions in the trampoline) until
  * every site of the group is unused; then the group goes.  Before Linux
- * 6.5 each site goes on its own, see kpatch_direct_anchor().
+ * 6.5 a small group's sites have direct calls of their own and go one by
+ * one, see kpatch_direct_anchor().
  */
 struct kpatch_group {
-	struct ftrace_ops ops;
+	struct ftrace_ops ops;		/* unused if !multi */
 	struct list_head sites;
+	bool multi;			/* the sites' calls are through ops */
 };
 
 struct kpatch_site {
@@ -1149,50 +1151,64 @@ asm(".pushsection .text, \"ax\", @progbits\n"
 
 #ifdef KPATCH_FTRACE_DIRECT_MULTI
 /*
- * Before 6.5 (6.1 here, see Kbuild) ftrace also sets up one direct call
- * at a time, through a direct ftrace_ops of its own that stays as long as
- * any such call does; it only waits for an RCU-tasks grace period when it
- * drops the last one.  kpatch keeps one on kpatch_direct_anchor(), never
- * called, from load to unload, so that adding and dropping the direct
- * call of a function costs no grace period.  Groups are then only
- * kpatch's bookkeeping, and a site goes as soon as it is unused.
+ * Before 6.5 (6.1 here, see Kbuild) the ftrace_ops-based calls have
+ * _multi names.  ftrace there can also set up one direct call at a time,
+ * through a direct ftrace_ops of its own that stays as long as any such
+ * call does: it waits for an RCU-tasks grace period only when it drops the
+ * last one.  kpatch keeps one on kpatch_direct_anchor(), never called, from
+ * load to unload, so that adding and dropping the direct call of a single
+ * function costs no grace period.  Each call costs a pass over all of
+ * ftrace's call sites, though, so an update of more than
+ * KPATCH_DIRECT_SINGLE_MAX new functions makes a group ftrace_ops instead.
  */
+#define KPATCH_DIRECT_SINGLE_MAX	16
+
 static noinline void kpatch_direct_anchor(void)
 {
 	barrier();
 }
 
+#define kpatch_direct_ops_register(ops) \
+	register_ftrace_direct_multi(ops, (unsigned long)kpatch_direct_tramp)
+#define kpatch_direct_ops_unregister(ops) \
+	unregister_ftrace_direct_multi(ops, (unsigned long)kpatch_direct_tramp)
+#else
+/* 6.12, 7.x here.  The filter is freed with the group, as on 6.1. */
+#define kpatch_direct_ops_register(ops) \
+	register_ftrace_direct(ops, (unsigned long)kpatch_direct_tramp)
+#define kpatch_direct_ops_unregister(ops) \
+	unregister_ftrace_direct(ops, (unsigned long)kpatch_direct_tramp, false)
+#endif
+
+/* Set up the direct calls of the new group @grp, for @ips[@n]. */
 static int kpatch_group_register(struct kpatch_group *grp, unsigned long *ips,
 				 unsigned int n)
 {
-	struct kpatch_site *site;
 	int ret;
 
-	list_for_each_entry(site, &grp->sites, grp_node) {
-		ret = register_ftrace_direct(site->ip,
-					     (unsigned long)kpatch_direct_tramp);
-		if (!ret)
-			continue;
-		list_for_each_entry_continue_reverse(site, &grp->sites, grp_node)
-			unregister_ftrace_direct(site->ip,
-						 (unsigned long)kpatch_direct_tramp);
-		return ret;
-	}
-	return 0;
-}
-#else
-/* 6.12, 7.x here: one direct ftrace_ops per group. */
-static int kpatch_group_register(struct kpatch_group *grp, unsigned long *ips,
-				 unsigned int n)
-{
-	int ret = ftrace_set_filter_ips(&grp->ops, ips, n, 0, 1);
+#ifdef KPATCH_FTRACE_DIRECT_MULTI
+	if (n <= KPATCH_DIRECT_SINGLE_MAX) {
+		unsigned long tramp = (unsigned long)kpatch_direct_tramp;
+		struct kpatch_site *site;
 
+		list_for_each_entry(site, &grp->sites, grp_node) {
+			ret = register_ftrace_direct(site->ip, tramp);
+			if (!ret)
+				continue;
+			list_for_each_entry_continue_reverse(site, &grp->sites,
+							     grp_node)
+				unregister_ftrace_direct(site->ip, tramp);
+			return ret;
+		}
+		return 0;
+	}
+#endif
+	grp->multi = true;
+	ret = ftrace_set_filter_ips(&grp->ops, ips, n, 0, 1);
 	if (!ret)
-		ret = register_ftrace_direct(&grp->ops,
-					     (unsigned long)kpatch_direct_tramp);
+		ret = kpatch_direct_ops_register(&grp->ops);
 	return ret;
 }
-#endif
 #endif /* CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS */
 
 /*
@@ -1391,39 +1407,39 @@ static int kpatch_direct_add(unsigned long *ips, unsigned int n)
 	return 0;
 }
 
-#ifdef KPATCH_FTRACE_DIRECT_MULTI
-/* Release @site, which is unused, and its group with its last site. */
+/*
+ * Release @site, which is unused: on its own if its direct call is its
+ * own (before 6.5, see kpatch_direct_anchor()), else with its group once
+ * no site of the group is used any more.
+ */
 static void kpatch_group_put(struct kpatch_site *site)
 {
 	struct kpatch_group *grp = site->grp;
 	int ret;
 
-	ret = unregister_ftrace_direct(site->ip,
-				       (unsigned long)kpatch_direct_tramp);
-	if (ret) {
-		/* Its target is 0: the calls go on unchanged. */
-		pr_warn("%pS keeps its direct call (%d); harmless, it only costs a few instructions per call\n",
-			(void *)site->ip, ret);
+#ifdef KPATCH_FTRACE_DIRECT_MULTI
+	if (!grp->multi) {
+		ret = unregister_ftrace_direct(site->ip,
+					       (unsigned long)kpatch_direct_tramp);
+		if (ret) {
+			/* Its target is 0: the calls go on unchanged. */
+			pr_warn("%pS keeps its direct call (%d); harmless, it only costs a few instructions per call\n",
+				(void *)site->ip, ret);
+			return;
+		}
+		/*
+		 * A task still inside the trampoline for this site finds no
+		 * key, or target 0, and returns into the old function.
+		 */
+		kpatch_direct_remove(site->slot);
+		hash_del(&site->node);
+		list_del(&site->grp_node);
+		kfree(site);
+		if (list_empty(&grp->sites))
+			kfree(grp);
 		return;
 	}
-	/*
-	 * A task still inside the trampoline for this site finds no key, or
-	 * target 0, and returns into the old function.
-	 */
-	kpatch_direct_remove(site->slot);
-	hash_del(&site->node);
-	list_del(&site->grp_node);
-	kfree(site);
-	if (list_empty(&grp->sites))
-		kfree(grp);
-}
-#else
-/* Release the group of @site if none of its sites is used any more. */
-static void kpatch_group_put(struct kpatch_site *site)
-{
-	struct kpatch_group *grp = site->grp;
-	int ret;
-
+#endif
 	list_for_each_entry(site, &grp->sites, grp_node)
 		if (kpatch_top_func(site->ip))
 			return;
@@ -1432,8 +1448,7 @@ static void kpatch_group_put(struct kpatch_site *site)
 	 * still inside the trampoline for these sites (see Limitations in
 	 * Documentation.txt for what that can cost).
 	 */
-	ret = unregister_ftrace_direct(&grp->ops,
-				       (unsigned long)kpatch_direct_tramp, false);
+	ret = kpatch_direct_ops_unregister(&grp->ops);
 	if (ret) {
 		/* Its targets are 0: the calls go on unchanged. */
 		pr_warn("cannot drop a direct call group (%d); its functions keep a few extra instructions per call\n",
@@ -1446,7 +1461,6 @@ static void kpatch_group_put(struct kpatch_site *site)
 	}
 	kpatch_group_free(grp);
 }
-#endif
 #else
 static int kpatch_direct_add(unsigned long *ips, unsigned int n)
 {

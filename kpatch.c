@@ -8,8 +8,8 @@
  * /sys/kernel/debug/kpatch/control.  Either way the update is the same:
  *
  *  1. Outside stop_machine(): resolve and check every address through
- *     kallsyms, pin the modules involved, add the new call sites to the
- *     ftrace filter, and build a sorted table of the code ranges that no
+ *     kallsyms, pin the modules involved, make an ftrace site for each
+ *     function not patched yet, and build a sorted table of the code ranges that no
  *     task may be executing for the update to be safe.  Then walk the
  *     stack of every task that is blocked, look each return address up
  *     in that table, and remember the clean ones with their context
@@ -19,14 +19,15 @@
  *     stopper task.  If no return address is in the table, publish the
  *     new function table; otherwise change nothing and fail with -EBUSY.
  *  3. After it: wait for NMIs that may still look at the old table, then
- *     free what was removed and drop ftrace sites that no patch uses.
+ *     free what was removed and release the sites that no patch uses.
  *
  * When the stack check refuses, the update is tried again a few times
  * (the retries and retry_delay_ms parameters) before it fails.
  *
- * Calls to a patched function enter ftrace at its fentry call; the ftrace
- * handler looks the function up and rewrites the saved instruction pointer
- * so that ftrace "returns" into the newest replacement instead.
+ * Calls to a patched function leave it at its fentry call, through an
+ * ftrace direct call of kpatch's trampoline or, where the kernel does not
+ * allow one, through an ftrace_ops handler; either "returns" into the
+ * newest replacement instead.
  *
  * The file reads top to bottom: types and state, the function table, the
  * stack check, the ftrace redirect, register/unregister, the debugfs and
@@ -60,7 +61,9 @@
 #include <linux/string.h>
 #include <linux/uaccess.h>
 #include <asm/ibt.h>
+#include <asm/linkage.h>
 #include <asm/nops.h>
+#include <asm/nospec-branch.h>
 #include <asm/pgtable.h>
 #include <asm/text-patching.h>
 #include <asm/unwind.h>
@@ -127,6 +130,16 @@ module_param_named(retry_delay_ms, kpatch_retry_delay_ms, uint, 0644);
 MODULE_PARM_DESC(retry_delay_ms,
 		 "milliseconds to sleep before each retry (default 20, at most 10000)");
 
+/*
+ * Redirect through an ftrace direct call where the kernel allows it (see
+ * "The ftrace redirect").  Read when a function is first patched; a site
+ * keeps its way until no patch uses the function any more.
+ */
+static bool kpatch_direct = true;
+module_param_named(direct, kpatch_direct, bool, 0644);
+MODULE_PARM_DESC(direct,
+		 "redirect through ftrace direct calls where possible (default Y); N: always the ftrace_ops path");
+
 /* ------------------------------------------------------------------------
  * Types and state
  */
@@ -146,15 +159,96 @@ static LIST_HEAD(kpatch_patches);
  * The function table: every enabled kpatch_func, hashed by ftrace location.
  * Entries for the same function are chained newest first, so the first
  * match is the one that runs.  Writers: only the stop_machine() callback.
- * Readers: the ftrace handler, in any context including NMI (see the state
- * machine below), and holders of kpatch_mutex.
+ * Readers: the slow path of the redirect, in any context including NMI
+ * (see the state machine below), and holders of kpatch_mutex.
  */
 #define KPATCH_HASH_BITS	10
 static DEFINE_HASHTABLE(kpatch_func_hash, KPATCH_HASH_BITS);
 
 /*
- * The state machine that keeps the ftrace handler consistent while the
- * table changes under it.
+ * A site is the fentry call of one patched function, and the way its calls
+ * reach the replacement: an ftrace direct call into kpatch_direct_tramp
+ * (a direct site), or an IPMODIFY ftrace_ops of its own whose handler sets
+ * the return address (an ftrace_ops site).  A site is made before the
+ * update that first patches its function, and released after the update
+ * that leaves no entry for it.  Sites are made, found and freed under
+ * kpatch_mutex, in kpatch_site_hash.
+ *
+ * Each site has a target, which the fast paths read without any lock:
+ *  - an address above KPATCH_TARGET_SLOW: the new function to run;
+ *  - 0: no entry; the old function runs;
+ *  - KPATCH_TARGET_SLOW: an update is changing this function; the call
+ *    goes through the state machine below (kpatch_redirect_slow()).
+ * Targets are written only by the stop_machine() callback, and when a site
+ * is made (0, before any call can reach it).  A direct site's target is in
+ * kpatch_direct_target[], next to its key; an ftrace_ops site's is next
+ * to its ftrace_ops (struct kpatch_fops), where the handler finds it.
+ */
+#define KPATCH_TARGET_SLOW	1UL
+
+struct kpatch_fops {
+	struct ftrace_ops ops;		/* filter: the site's ip */
+	unsigned long target;
+};
+
+/*
+ * Direct sites are made in groups, one per update, that share one direct
+ * ftrace_ops: registering and unregistering an ftrace_ops costs a code
+ * update and an RCU-tasks grace period, and a patch of a thousand
+ * functions should not pay that a thousand times.  A site whose function
+ * is no longer patched stays in its group with target 0 (its calls go on
+ * to the old function after a few instructions in the trampoline) until
+ * every site of the group is unused; then the group goes.  Before Linux
+ * 6.5 a small group's sites have direct calls of their own and go one by
+ * one, see kpatch_direct_anchor().
+ */
+struct kpatch_group {
+	struct ftrace_ops ops;		/* unused if !multi */
+	struct list_head sites;
+	bool multi;			/* the sites' calls are through ops */
+};
+
+struct kpatch_site {
+	struct hlist_node node;		/* in kpatch_site_hash */
+	unsigned long ip;
+	struct kpatch_group *grp;	/* direct site: its group */
+	struct list_head grp_node;	/* direct site: in grp->sites */
+	unsigned int slot;		/* direct site: kpatch_direct_*[slot] */
+	struct kpatch_fops *fops;	/* ftrace_ops site */
+};
+
+static DEFINE_HASHTABLE(kpatch_site_hash, KPATCH_HASH_BITS);
+
+/*
+ * The table the direct trampoline looks its caller up in: open addressing
+ * with linear probing, keyed by the return address of the fentry call
+ * (ip + MCOUNT_INSN_SIZE), hashed by a multiply of its low 32 bits.
+ * Static arrays, so that the trampoline addresses them directly.
+ *
+ * Written under kpatch_mutex, read by the trampoline without any lock.  A
+ * key is added (target 0 first, then the key) before its direct call is
+ * registered, and removed (replaced by KPATCH_DIRECT_GONE, which a lookup
+ * steps over) only after the call is unregistered, which waits for every
+ * task inside the trampoline.  Entries never move, and a slot that was
+ * used never becomes empty while any key is live, so a lookup always
+ * reaches its key before an empty slot.  When no key is live, the table is
+ * cleared.  At most KPATCH_DIRECT_MAX slots are used (live or gone), which
+ * keeps lookups short; beyond that, new sites take the ftrace_ops path.
+ */
+#define KPATCH_DIRECT_BITS	12
+#define KPATCH_DIRECT_SLOTS	4096	/* 2^KPATCH_DIRECT_BITS, for the asm */
+#define KPATCH_DIRECT_MAX	(KPATCH_DIRECT_SLOTS / 2)
+#define KPATCH_DIRECT_GONE	1UL
+#define KPATCH_DIRECT_MUL	0x61c88647	/* 2^32 / golden ratio */
+
+static unsigned long kpatch_direct_key[KPATCH_DIRECT_SLOTS] __used;
+static unsigned long kpatch_direct_target[KPATCH_DIRECT_SLOTS] __used;
+static unsigned int kpatch_direct_used;	/* slots live or gone */
+static unsigned int kpatch_direct_live;
+
+/*
+ * The state machine that keeps the redirect consistent while an update
+ * changes the table under it.
  *
  *         +-----------------------------------------------------+
  *         |                                                     |
@@ -166,28 +260,24 @@ static DEFINE_HASHTABLE(kpatch_func_hash, KPATCH_HASH_BITS);
  *         |                                                     |
  *         +-----------------------------------------------------+
  *
- * Outside stop_machine() the table cannot change under a caller of a
- * patched function: the only writer is the stop_machine() callback, and
- * stop_machine() cannot start while any CPU is inside the (preemption
- * disabled) ftrace handler.  Inside it, two kinds of caller can still run
+ * The fast paths of the redirect read only a site's target (see struct
+ * kpatch_site); the state machine guards the slow path, which the calls of
+ * every function an update changes take while the update runs (the
+ * update sets their targets to KPATCH_TARGET_SLOW first).  Outside
+ * stop_machine() neither can change under a caller: the only writer is the
+ * stop_machine() callback.  Inside it, two kinds of caller can still run
  * concurrently with the writer: NMIs on any CPU, and the functions the
- * other CPUs call while they spin in the stop_machine() loop.  The callback
- * leaves IDLE before it touches the table, and a caller that found IDLE
- * reads the state again after its lookup, like a seqcount reader: if the
- * lookup could have seen any change, the second read sees that the state
- * left IDLE, and the caller starts over through the state machine.  The
- * state cannot go round to IDLE again during one lookup: that happens only
- * after stop_machine() returns, which waits for every CPU to leave the
- * handler, NMIs included.
+ * other CPUs call while they spin in the stop_machine() loop.
  *
  * A caller that calls several patched functions (an NMI handler calling f,
  * then g) must get them all from one version.  So the callback, once it
- * has left IDLE, waits until the stopper thread of every other CPU has
- * seen that, before it checks a stack or touches the table: an NMI that
- * read IDLE keeps its CPU's stopper from answering until it returns.  From
- * then on every call sees UPDATING or a later state, and UPDATING ends in
- * FAILURE (all old) as soon as anyone calls a patched function, or in
- * SUCCESS (all new) if nobody did.
+ * has left IDLE and marked its sites slow, waits until the stopper thread
+ * of every other CPU has seen that, before it checks a stack or touches
+ * the table: an NMI that read an old target holds up its CPU's stopper
+ * until it returns.  From then on every call of a changed function sees
+ * UPDATING or a later state, and UPDATING ends in FAILURE (all old) as
+ * soon as anyone calls one, or in SUCCESS (all new) if nobody did.  The
+ * whole argument is at kpatch_update_cb().
  *
  * KPATCH_STATE_IDLE: no update is changing the table.  The first entry for a
  * function is the one that runs; func->op is ignored.
@@ -320,6 +410,10 @@ struct kpatch_update {
 	struct kpatch_seen **seen_by_task;
 	unsigned int nr_seen, max_seen;
 
+	/* The sites whose version the update may change. */
+	struct kpatch_site **sites;
+	unsigned int nr_sites;
+
 	/* The rendezvous at the start of the callback, see there. */
 	atomic_t cpus_in;		/* CPUs that entered the callback */
 	atomic_t cpus_seen;		/* other CPUs that saw UPDATING */
@@ -337,7 +431,7 @@ struct kpatch_update {
 
 /*
  * Find the entry that runs for a call of @ip, given the @state read by the
- * caller.  Runs in the ftrace handler, in any context: notrace, lockless.
+ * caller.  Runs in the redirect's slow path, in any context: notrace, lockless.
  */
 static struct kpatch_func *notrace kpatch_find_func(unsigned long ip, int state)
 {
@@ -355,16 +449,26 @@ static struct kpatch_func *notrace kpatch_find_func(unsigned long ip, int state)
 	return NULL;
 }
 
-/* The entry that currently runs for @ip.  Caller holds kpatch_mutex. */
-static struct kpatch_func *kpatch_top_func(unsigned long ip)
+/*
+ * The first entry for @ip: the one that runs when no update is in flight.
+ * For the holder of kpatch_mutex, and for the stop_machine() callback,
+ * which runs on its behalf.
+ */
+static struct kpatch_func *kpatch_first_func(unsigned long ip)
 {
 	struct kpatch_func *func;
 
-	lockdep_assert_held(&kpatch_mutex);
 	hash_for_each_possible(kpatch_func_hash, func, node, ip)
 		if (func->ip == ip)
 			return func;
 	return NULL;
+}
+
+/* The entry that currently runs for @ip.  Caller holds kpatch_mutex. */
+static struct kpatch_func *kpatch_top_func(unsigned long ip)
+{
+	lockdep_assert_held(&kpatch_mutex);
+	return kpatch_first_func(ip);
 }
 
 static struct kpatch_module *kpatch_find_patch(const char *name)
@@ -420,8 +524,9 @@ static void kpatch_add_range(struct kpatch_update *upd, unsigned long start,
  * that runs for it now -- the new function of the entry on top of its
  * stack, if any -- and always the old function itself.  The old function
  * is on a stack not only when it runs unpatched: a task preempted inside
- * the ftrace trampoline has the return address of the old function's
- * fentry call on its stack, and resumes wherever the handler pointed it.
+ * ftrace's trampoline, the ftrace_ops handler or kpatch's trampoline has
+ * the return address of the old function's fentry call on its stack, and
+ * resumes wherever the target it read pointed it.
  * Removing an entry that is not on top changes nothing visible and needs
  * no check.  Done before stop_machine(), under kpatch_mutex, so the table
  * cannot change between here and the callback.
@@ -889,42 +994,31 @@ static int notrace kpatch_state_finish(int state, unsigned long ip)
 #endif
 
 /*
- * This is where the magic happens: called at the fentry site of every
- * patched function, it sets the instruction pointer that ftrace returns
- * to, so that the call continues in the newest replacement.
+ * The slow path of both redirects, for a call of the site at @ip whose
+ * target said KPATCH_TARGET_SLOW: the seed's
+ * state machine.  Returns the function to run, or 0 for the old one.
  *
- * It runs in any context, NMI included, and calls nothing traceable, so it
- * cannot recurse: kpatch_ops leaves out FTRACE_OPS_FL_RECURSION, which would
- * make ftrace wrap it in a recursion guard.  Disabling preemption
- * makes it an RCU read-side section for synchronize_rcu() and keeps
- * stop_machine() from starting on this CPU while it runs.
+ * It runs in any context, NMI included, and calls nothing traceable.
+ * Disabling preemption makes it an RCU read-side section for the
+ * synchronize_rcu() after an update, and keeps this CPU's stopper thread
+ * from answering the update's rendezvous while it runs.
  */
-static void notrace kpatch_ftrace_handler(unsigned long ip,
-					  unsigned long parent_ip,
-					  struct ftrace_ops *fops,
-					  struct ftrace_regs *fregs)
+static noinline unsigned long notrace kpatch_redirect_slow(unsigned long ip)
 {
 	struct kpatch_func *func;
 	int state;
 
 	preempt_disable_notrace();
-
 	/*
-	 * Fast path: the state is IDLE before and after the lookup, so no
-	 * update touched the table meanwhile.  Both smp_rmb() pair with the
-	 * smp_wmb() after KPATCH_STATE_UPDATING in kpatch_update_cb(): a
-	 * lookup that saw a table change also sees the state that came first.
+	 * IDLE: no update runs, or it finished and every target it changed
+	 * is final; the first entry runs.  Another update cannot start
+	 * changing the table before we are done: its callback waits for this
+	 * CPU's stopper (see kpatch_update_cb()).  Otherwise an update is in
+	 * flight: UPDATING becomes FAILURE, and the state picks the version.
 	 */
 	state = atomic_read(&kpatch_state);
-	if (likely(state == KPATCH_STATE_IDLE)) {
-		smp_rmb();	/* state before table */
-		func = kpatch_find_func(ip, state);
-		smp_rmb();	/* table before state again */
-		if (likely(atomic_read(&kpatch_state) == KPATCH_STATE_IDLE))
-			goto out;
-	}
-
-	state = kpatch_state_finish(KPATCH_STATE_FAILURE, ip);
+	if (state != KPATCH_STATE_IDLE)
+		state = kpatch_state_finish(KPATCH_STATE_FAILURE, ip);
 	/*
 	 * Read func->op and the table only after the state.  Pairs with the
 	 * smp_wmb() after KPATCH_STATE_UPDATING and the one before
@@ -932,39 +1026,196 @@ static void notrace kpatch_ftrace_handler(unsigned long ip,
 	 */
 	smp_rmb();
 	func = kpatch_find_func(ip, state);
-out:
-	if (func)
-		kpatch_set_ip(fregs, func->new_addr);
-
 	preempt_enable_notrace();
+	return func ? func->new_addr : 0;
 }
 
-static struct ftrace_ops kpatch_ops __read_mostly = {
-	.func	= kpatch_ftrace_handler,
-#ifdef CONFIG_DYNAMIC_FTRACE_WITH_ARGS
-	.flags	= FTRACE_OPS_FL_IPMODIFY | FTRACE_OPS_FL_PERMANENT,
-#else
-	.flags	= FTRACE_OPS_FL_IPMODIFY | FTRACE_OPS_FL_PERMANENT |
-		  FTRACE_OPS_FL_SAVE_REGS,
+/*
+ * The ftrace_ops path: called by ftrace at the fentry call of an
+ * ftrace_ops site, it sets the address ftrace returns to, so that the call
+ * continues in the replacement.  The fast path is a load and a compare more
+ * than the least any IPMODIFY handler does.  It may be preempted between
+ * reading the target and using it; the task then has the old function's
+ * fentry return address on its stack, which the stack check of every
+ * update that changes this function refuses (see kpatch_build_ranges()).
+ *
+ * It runs in any context, NMI included, and calls nothing traceable, so it
+ * cannot recurse: the ftrace_ops leaves out FTRACE_OPS_FL_RECURSION, which
+ * would make ftrace wrap it in a recursion guard.
+ */
+static void notrace kpatch_ftrace_handler(unsigned long ip,
+					  unsigned long parent_ip,
+					  struct ftrace_ops *ops,
+					  struct ftrace_regs *fregs)
+{
+	struct kpatch_fops *fops = container_of(ops, struct kpatch_fops, ops);
+	unsigned long target = READ_ONCE(fops->target);
+
+	if (likely(target > KPATCH_TARGET_SLOW)) {
+		kpatch_set_ip(fregs, target);
+		return;
+	}
+	if (target) {
+		target = kpatch_redirect_slow(ip);
+		if (target)
+			kpatch_set_ip(fregs, target);
+	}
+}
+
+#ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
+/*
+ * The direct path.  Each direct site's fentry call is an ftrace direct
+ * call of kpatch_direct_tramp, so a call of a patched function f goes
+ *
+ *   caller: call f  ->  f: call kpatch_direct_tramp  ->  trampoline
+ *
+ * and finds on the stack f's fentry return address, then the caller's
+ * return address.  The trampoline looks the first up in
+ * kpatch_direct_key[], and if the target is a function, overwrites that
+ * return address with it and returns: the replacement then runs exactly
+ * as if the caller had called it.  Otherwise it returns into f (target 0),
+ * or asks kpatch_redirect_slow() (KPATCH_TARGET_SLOW), saving the argument
+ * registers around the call.  Only %r10 and %r11, which carry no argument
+ * at a function's entry, are used on the fast path.
+ *
+ * The trampoline is an ordinary function for objtool: one return address
+ * on the stack on every path, no frame, so the ORC data objtool writes for
+ * it lets the unwinder and the stack check walk through it (a task can be
+ * interrupted and preempted inside it; its stack then shows the trampoline
+ * and f's fentry return address, or, for the two instructions after the
+ * overwrite, the replacement's address -- both are in the ranges that the
+ * stack check of any update changing f refuses).  It ends in RET, the
+ * kernel's return thunk where the kernel uses one, and accounts for its
+ * call where the kernel tracks call depth, like ftrace's own trampolines.
+ *
+ * The consistency of one call sequence (an NMI that calls f and then g must
+ * see one version of the patch) is argued at kpatch_update_cb().
+ */
+void kpatch_direct_tramp(void);
+
+/* The trampoline's slow path; @ret is the fentry call's return address. */
+static unsigned long notrace __used kpatch_direct_slow(unsigned long ret)
+{
+	return kpatch_redirect_slow(ret - MCOUNT_INSN_SIZE);
+}
+
+#define KPATCH_STR(x)	__stringify(x)
+
+asm(".pushsection .text, \"ax\", @progbits\n"
+"	.type	kpatch_direct_tramp, @function\n"
+"kpatch_direct_tramp:\n"
+	ASM_ENDBR
+#ifdef CALL_DEPTH_ACCOUNT
+	CALL_DEPTH_ACCOUNT "\n"
 #endif
-};
+"	movq	(%rsp), %r11\n"
+"	imull	$" KPATCH_STR(KPATCH_DIRECT_MUL) ", %r11d, %r10d\n"
+"	shrl	$(32 - " KPATCH_STR(KPATCH_DIRECT_BITS) "), %r10d\n"
+"1:	cmpq	%r11, kpatch_direct_key(, %r10, 8)\n"
+"	jne	3f\n"
+"	movq	kpatch_direct_target(, %r10, 8), %r10\n"
+"	cmpq	$" KPATCH_STR(KPATCH_TARGET_SLOW) ", %r10\n"
+"	jbe	4f\n"
+"2:	movq	%r10, (%rsp)\n"
+	ASM_RET
+"3:	cmpq	$0, kpatch_direct_key(, %r10, 8)\n"
+"	je	5f\n"
+"	incl	%r10d\n"
+"	andl	$(" KPATCH_STR(KPATCH_DIRECT_SLOTS) " - 1), %r10d\n"
+"	jmp	1b\n"
+"4:	jb	5f\n"
+"	pushq	%rdi\n"
+"	pushq	%rsi\n"
+"	pushq	%rdx\n"
+"	pushq	%rcx\n"
+"	pushq	%r8\n"
+"	pushq	%r9\n"
+"	pushq	%rax\n"
+"	movq	%r11, %rdi\n"
+"	call	kpatch_direct_slow\n"
+"	movq	%rax, %r10\n"
+"	popq	%rax\n"
+"	popq	%r9\n"
+"	popq	%r8\n"
+"	popq	%rcx\n"
+"	popq	%rdx\n"
+"	popq	%rsi\n"
+"	popq	%rdi\n"
+"	testq	%r10, %r10\n"
+"	jnz	2b\n"
+"5:\n"
+	ASM_RET
+"	.size	kpatch_direct_tramp, . - kpatch_direct_tramp\n"
+"	.popsection\n"
+);
+
+#ifdef KPATCH_FTRACE_DIRECT_MULTI
+/*
+ * Before 6.5 (6.1 here, see Kbuild) the ftrace_ops-based calls have
+ * _multi names.  ftrace there can also set up one direct call at a time,
+ * through a direct ftrace_ops of its own that stays as long as any such
+ * call does: it waits for an RCU-tasks grace period only when it drops the
+ * last one.  kpatch keeps one on kpatch_direct_anchor(), never called, from
+ * load to unload, so that adding and dropping the direct call of a single
+ * function costs no grace period.  Each call costs a pass over all of
+ * ftrace's call sites, though, so an update of more than
+ * KPATCH_DIRECT_SINGLE_MAX new functions makes a group ftrace_ops instead.
+ */
+#define KPATCH_DIRECT_SINGLE_MAX	16
+
+static noinline void kpatch_direct_anchor(void)
+{
+	barrier();
+}
+
+#define kpatch_direct_ops_register(ops) \
+	register_ftrace_direct_multi(ops, (unsigned long)kpatch_direct_tramp)
+#define kpatch_direct_ops_unregister(ops) \
+	unregister_ftrace_direct_multi(ops, (unsigned long)kpatch_direct_tramp)
+#else
+/* 6.12, 7.x here.  The filter is freed with the group, as on 6.1. */
+#define kpatch_direct_ops_register(ops) \
+	register_ftrace_direct(ops, (unsigned long)kpatch_direct_tramp)
+#define kpatch_direct_ops_unregister(ops) \
+	unregister_ftrace_direct(ops, (unsigned long)kpatch_direct_tramp, false)
+#endif
+
+/* Set up the direct calls of the new group @grp, for @ips[@n]. */
+static int kpatch_group_register(struct kpatch_group *grp, unsigned long *ips,
+				 unsigned int n)
+{
+	int ret;
+
+#ifdef KPATCH_FTRACE_DIRECT_MULTI
+	if (n <= KPATCH_DIRECT_SINGLE_MAX) {
+		unsigned long tramp = (unsigned long)kpatch_direct_tramp;
+		struct kpatch_site *site;
+
+		list_for_each_entry(site, &grp->sites, grp_node) {
+			ret = register_ftrace_direct(site->ip, tramp);
+			if (!ret)
+				continue;
+			list_for_each_entry_continue_reverse(site, &grp->sites,
+							     grp_node)
+				unregister_ftrace_direct(site->ip, tramp);
+			return ret;
+		}
+		return 0;
+	}
+#endif
+	grp->multi = true;
+	ret = ftrace_set_filter_ips(&grp->ops, ips, n, 0, 1);
+	if (!ret)
+		ret = kpatch_direct_ops_register(&grp->ops);
+	return ret;
+}
+#endif /* CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS */
 
 /*
  * Never registered: its filter is only used to ask ftrace whether an
  * address is one of its call sites, without touching any code.
  */
 static struct ftrace_ops kpatch_probe_ops;
-
-/*
- * kpatch_ops stays registered from module load to unload, and an ftrace_ops
- * with an empty filter would trace every function in the kernel.  This
- * function, which is never called, keeps the filter non-empty, so adding
- * and removing patched functions is always a plain filter update.
- */
-static noinline void kpatch_ftrace_anchor(void)
-{
-	barrier();
-}
 
 /*
  * The ftrace location of the function starting at @addr: the fentry call,
@@ -1033,39 +1284,276 @@ static unsigned int kpatch_uniq(unsigned long *ips, unsigned int n)
 	return k;
 }
 
-/* Take call sites out of the filter again. */
-static void kpatch_filter_remove(unsigned long *ips, unsigned int n)
+/* The site at @ip, or NULL.  Caller holds kpatch_mutex. */
+static struct kpatch_site *kpatch_site_find(unsigned long ip)
 {
-	unsigned int i;
-	int ret;
+	struct kpatch_site *site;
 
-	/*
-	 * Callers are past the point of no return (an update took effect or
-	 * is being unwound), so this must not fail them.  ftrace needs memory
-	 * for a new filter hash; when it has none, each function is tried
-	 * once more on its own.  One that still cannot be dropped stays in
-	 * the filter, which is harmless: the handler finds no entry for it and
-	 * returns, and it goes with kpatch_ops when kpatch.ko is unloaded.
-	 */
-	if (!n || !ftrace_set_filter_ips(&kpatch_ops, ips, n, 1, 0))
+	lockdep_assert_held(&kpatch_mutex);
+	hash_for_each_possible(kpatch_site_hash, site, node, ip)
+		if (site->ip == ip)
+			return site;
+	return NULL;
+}
+
+/* Set the target of @site, see struct kpatch_site. */
+static void kpatch_site_set(struct kpatch_site *site, unsigned long target)
+{
+#ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
+	if (site->grp) {
+		WRITE_ONCE(kpatch_direct_target[site->slot], target);
 		return;
-	for (i = 0; i < n; i++) {
-		ret = ftrace_set_filter_ip(&kpatch_ops, ips[i], 1, 0);
-		if (ret)
-			pr_warn("%pS stays in the ftrace filter (%d); harmless, it only costs a handler call\n",
-				(void *)ips[i], ret);
 	}
+#endif
+	WRITE_ONCE(site->fops->target, target);
+}
+
+#ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
+/* The first slot to try for @key; the trampoline computes the same. */
+static unsigned int kpatch_direct_hash(unsigned long key)
+{
+	BUILD_BUG_ON(KPATCH_DIRECT_SLOTS != 1U << KPATCH_DIRECT_BITS);
+	return ((u32)key * KPATCH_DIRECT_MUL) >> (32 - KPATCH_DIRECT_BITS);
+}
+
+/* Add @key with target 0, and return its slot.  There is room. */
+static unsigned int kpatch_direct_insert(unsigned long key)
+{
+	unsigned int i = kpatch_direct_hash(key);
+
+	while (kpatch_direct_key[i] > KPATCH_DIRECT_GONE)
+		i = (i + 1) & (KPATCH_DIRECT_SLOTS - 1);
+	if (!kpatch_direct_key[i])
+		kpatch_direct_used++;
+	kpatch_direct_live++;
+	WRITE_ONCE(kpatch_direct_target[i], 0);
+	/*
+	 * The target before the key, for a trampoline that finds the key
+	 * (x86 keeps the trampoline's two loads in order).  No call can reach
+	 * the key before its direct call is registered anyway.
+	 */
+	smp_wmb();
+	WRITE_ONCE(kpatch_direct_key[i], key);
+	return i;
+}
+
+/* Remove the key in @slot; its direct call is unregistered. */
+static void kpatch_direct_remove(unsigned int slot)
+{
+	WRITE_ONCE(kpatch_direct_key[slot], KPATCH_DIRECT_GONE);
+	if (--kpatch_direct_live)
+		return;
+	/*
+	 * No direct call is registered, and unregistering waited for every
+	 * task inside the trampoline: nobody reads the table.
+	 */
+	memset(kpatch_direct_key, 0, sizeof(kpatch_direct_key));
+	memset(kpatch_direct_target, 0, sizeof(kpatch_direct_target));
+	kpatch_direct_used = 0;
+}
+
+static void kpatch_group_free(struct kpatch_group *grp)
+{
+	struct kpatch_site *site, *tmp;
+
+	ftrace_free_filter(&grp->ops);
+	list_for_each_entry_safe(site, tmp, &grp->sites, grp_node)
+		kfree(site);
+	kfree(grp);
 }
 
 /*
- * Add the call sites of @kpmod that no enabled patch uses yet to the
- * filter, all at once.  Until the table has an entry for them the handler
- * finds nothing and the calls go on unchanged.  When ftrace refuses (most
- * often -EBUSY: a kprobe with a post_handler, a live patch or another
- * IPMODIFY user owns the function), retry one by one to name the culprit.
+ * Make direct sites for the @n call sites @ips, in one group.  Returns
+ * -ENOSPC when direct calls are switched off or the table is full, or
+ * what ftrace says: most often -EBUSY, when another direct call (a BPF
+ * trampoline) or an IPMODIFY user (a kprobe with a post_handler, a live
+ * patch) owns one of the functions.
  */
-static int kpatch_filter_add(struct kpatch_update *upd, unsigned long **ipsp,
-			     unsigned int *nr)
+static int kpatch_direct_add(unsigned long *ips, unsigned int n)
+{
+	struct kpatch_group *grp;
+	struct kpatch_site *site;
+	unsigned int i;
+	int ret;
+
+	if (!READ_ONCE(kpatch_direct) ||
+	    kpatch_direct_used + n > KPATCH_DIRECT_MAX)
+		return -ENOSPC;
+	grp = kzalloc(sizeof(*grp), GFP_KERNEL);
+	if (!grp)
+		return -ENOMEM;
+	INIT_LIST_HEAD(&grp->sites);
+	for (i = 0; i < n; i++) {
+		site = kzalloc(sizeof(*site), GFP_KERNEL);
+		if (!site) {
+			kpatch_group_free(grp);
+			return -ENOMEM;
+		}
+		site->ip = ips[i];
+		site->grp = grp;
+		list_add_tail(&site->grp_node, &grp->sites);
+	}
+	list_for_each_entry(site, &grp->sites, grp_node)
+		site->slot = kpatch_direct_insert(site->ip + MCOUNT_INSN_SIZE);
+	ret = kpatch_group_register(grp, ips, n);
+	if (ret) {
+		list_for_each_entry(site, &grp->sites, grp_node)
+			kpatch_direct_remove(site->slot);
+		kpatch_group_free(grp);
+		return ret;
+	}
+	list_for_each_entry(site, &grp->sites, grp_node)
+		hash_add(kpatch_site_hash, &site->node, site->ip);
+	return 0;
+}
+
+/*
+ * Release @site, which is unused: on its own if its direct call is its
+ * own (before 6.5, see kpatch_direct_anchor()), else with its group once
+ * no site of the group is used any more.
+ */
+static void kpatch_group_put(struct kpatch_site *site)
+{
+	struct kpatch_group *grp = site->grp;
+	int ret;
+
+#ifdef KPATCH_FTRACE_DIRECT_MULTI
+	if (!grp->multi) {
+		ret = unregister_ftrace_direct(site->ip,
+					       (unsigned long)kpatch_direct_tramp);
+		if (ret) {
+			/* Its target is 0: the calls go on unchanged. */
+			pr_warn("%pS keeps its direct call (%d); harmless, it only costs a few instructions per call\n",
+				(void *)site->ip, ret);
+			return;
+		}
+		/*
+		 * A task still inside the trampoline for this site finds no
+		 * key, or target 0, and returns into the old function.
+		 */
+		kpatch_direct_remove(site->slot);
+		hash_del(&site->node);
+		list_del(&site->grp_node);
+		kfree(site);
+		if (list_empty(&grp->sites))
+			kfree(grp);
+		return;
+	}
+#endif
+	list_for_each_entry(site, &grp->sites, grp_node)
+		if (kpatch_top_func(site->ip))
+			return;
+	/*
+	 * This waits for an RCU-tasks grace period, so that no task is
+	 * still inside the trampoline for these sites (see Limitations in
+	 * Documentation.txt for what that can cost).
+	 */
+	ret = kpatch_direct_ops_unregister(&grp->ops);
+	if (ret) {
+		/* Its targets are 0: the calls go on unchanged. */
+		pr_warn("cannot drop a direct call group (%d); its functions keep a few extra instructions per call\n",
+			ret);
+		return;
+	}
+	list_for_each_entry(site, &grp->sites, grp_node) {
+		kpatch_direct_remove(site->slot);
+		hash_del(&site->node);
+	}
+	kpatch_group_free(grp);
+}
+#else
+static int kpatch_direct_add(unsigned long *ips, unsigned int n)
+{
+	return -ENOSPC;
+}
+
+static void kpatch_group_put(struct kpatch_site *site)
+{
+}
+#endif /* CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS */
+
+/* Make an ftrace_ops site for the call site @ip. */
+static int kpatch_fops_add(unsigned long ip)
+{
+	struct kpatch_site *site;
+	struct kpatch_fops *fops;
+	int ret;
+
+	site = kzalloc(sizeof(*site), GFP_KERNEL);
+	fops = kzalloc(sizeof(*fops), GFP_KERNEL);
+	if (!site || !fops) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	fops->ops.func = kpatch_ftrace_handler;
+	fops->ops.flags = FTRACE_OPS_FL_IPMODIFY | FTRACE_OPS_FL_PERMANENT;
+#ifndef CONFIG_DYNAMIC_FTRACE_WITH_ARGS
+	fops->ops.flags |= FTRACE_OPS_FL_SAVE_REGS;
+#endif
+	ret = ftrace_set_filter_ip(&fops->ops, ip, 0, 0);
+	if (!ret)
+		ret = register_ftrace_function(&fops->ops);
+	if (ret) {
+		ftrace_free_filter(&fops->ops);
+		goto err_free;
+	}
+	site->ip = ip;
+	site->fops = fops;
+	hash_add(kpatch_site_hash, &site->node, ip);
+	return 0;
+
+err_free:
+	kfree(fops);
+	kfree(site);
+	return ret;
+}
+
+/*
+ * After an update, or one that failed: release the site at @ip if no
+ * entry of the table uses it.  Its target is 0 already.  This must not
+ * fail: the update is done or undone.
+ */
+static void kpatch_site_put(unsigned long ip)
+{
+	struct kpatch_site *site = kpatch_site_find(ip);
+	int ret;
+
+	if (!site || kpatch_top_func(ip))
+		return;
+	if (site->grp) {
+		kpatch_group_put(site);
+		return;
+	}
+	/* As for a group: this waits until no task is inside the handler. */
+	ret = unregister_ftrace_function(&site->fops->ops);
+	if (ret) {
+		pr_warn("%pS keeps its ftrace_ops (%d); harmless, it only costs a handler call\n",
+			(void *)ip, ret);
+		return;
+	}
+	ftrace_free_filter(&site->fops->ops);
+	hash_del(&site->node);
+	kfree(site->fops);
+	kfree(site);
+}
+
+/* Release the sites of @kpmod's functions that no entry uses. */
+static void kpatch_sites_put(struct kpatch_module *kpmod)
+{
+	int i;
+
+	for (i = 0; i < kpmod->num_funcs; i++)
+		kpatch_site_put(kpmod->funcs[i].ip);
+}
+
+/*
+ * Make sites for the functions of @upd->add that have none: all in one
+ * direct group if possible.  If not, each on its own: a direct site, or
+ * else an ftrace_ops site.  Until the update gives them a target, calls go
+ * on unchanged.  On failure, name the function ftrace refused, release
+ * what was made, and return -EBUSY, -EINVAL or -ENOMEM.
+ */
+static int kpatch_sites_add(struct kpatch_update *upd)
 {
 	struct kpatch_module *kpmod = upd->add;
 	unsigned long *ips;
@@ -1076,34 +1564,90 @@ static int kpatch_filter_add(struct kpatch_update *upd, unsigned long **ipsp,
 	if (!ips)
 		return -ENOMEM;
 	for (i = 0; i < kpmod->num_funcs; i++)
-		if (!kpatch_top_func(kpmod->funcs[i].ip))
+		if (!kpatch_site_find(kpmod->funcs[i].ip))
 			ips[n++] = kpmod->funcs[i].ip;
 
-	ret = n ? ftrace_set_filter_ips(&kpatch_ops, ips, n, 0, 0) : 0;
-	if (ret == -ENOMEM) {
-		/* No culprit to look for; ftrace left the filter as it was. */
-		pr_err("%s '%s' refused: out of memory for the ftrace filter\n",
-		       upd->verb, kpmod->name);
-		kfree(ips);
-		return ret;
+	i = 0;
+	ret = n ? kpatch_direct_add(ips, n) : 0;
+	if (ret && ret != -ENOMEM) {
+		for (i = 0; i < n; i++) {
+			ret = n > 1 ? kpatch_direct_add(&ips[i], 1) : ret;
+			if (ret && ret != -ENOMEM)
+				ret = kpatch_fops_add(ips[i]);
+			if (ret)
+				break;
+		}
 	}
 	if (ret) {
-		unsigned long culprit = ips[0];
-
-		for (i = 0; n > 1 && i < n; i++) {
-			if (ftrace_set_filter_ip(&kpatch_ops, ips[i], 0, 0)) {
-				culprit = ips[i];
-				break;
-			}
-			kpatch_filter_remove(&ips[i], 1);
-		}
-		pr_err("%s '%s' refused: ftrace cannot redirect %pS (%d); is a kprobe or another live patch on it?\n",
-		       upd->verb, kpmod->name, (void *)culprit, ret);
-		kfree(ips);
-		return ret == -EBUSY ? -EBUSY : -EINVAL;
+		if (ret == -ENOMEM)
+			pr_err("%s '%s' refused: out of memory for the ftrace sites\n",
+			       upd->verb, kpmod->name);
+		else
+			pr_err("%s '%s' refused: ftrace cannot redirect %pS (%d); is a kprobe or another live patch on it?\n",
+			       upd->verb, kpmod->name,
+			       (void *)ips[i], ret);
+		kpatch_sites_put(kpmod);
+		ret = ret == -ENOMEM || ret == -EBUSY ? ret : -EINVAL;
 	}
-	*ipsp = ips;
-	*nr = n;
+	kfree(ips);
+	return ret;
+}
+
+static int kpatch_cmp_ptr(const void *a, const void *b)
+{
+	unsigned long x = (unsigned long)*(void * const *)a;
+	unsigned long y = (unsigned long)*(void * const *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void kpatch_collect_funcs(struct kpatch_update *upd,
+				 struct kpatch_module *kpmod)
+{
+	struct kpatch_site *site;
+	int i;
+
+	for (i = 0; i < kpmod->num_funcs; i++) {
+		site = kpatch_site_find(kpmod->funcs[i].ip);
+		if (!WARN_ON_ONCE(!site))
+			upd->sites[upd->nr_sites++] = site;
+	}
+}
+
+/*
+ * The sites whose version @upd may change: those of the functions it adds
+ * and removes, each once.  The set is the same for every try.
+ */
+static int kpatch_collect_sites(struct kpatch_update *upd)
+{
+	struct kpatch_module *kpmod;
+	unsigned int max = 0, i, k;
+
+	if (upd->add)
+		max += upd->add->num_funcs;
+	if (upd->remove)
+		max += upd->remove->num_funcs;
+	if (upd->replace)
+		list_for_each_entry(kpmod, &kpatch_patches, list)
+			max += kpmod->num_funcs;
+	upd->sites = kmalloc_array(max, sizeof(*upd->sites), GFP_KERNEL);
+	if (!upd->sites)
+		return -ENOMEM;
+	upd->nr_sites = 0;
+	if (upd->add)
+		kpatch_collect_funcs(upd, upd->add);
+	if (upd->remove)
+		kpatch_collect_funcs(upd, upd->remove);
+	if (upd->replace)
+		list_for_each_entry(kpmod, &kpatch_patches, list)
+			kpatch_collect_funcs(upd, kpmod);
+
+	sort(upd->sites, upd->nr_sites, sizeof(*upd->sites), kpatch_cmp_ptr,
+	     NULL);
+	for (i = 1, k = upd->nr_sites ? 1 : 0; i < upd->nr_sites; i++)
+		if (upd->sites[i] != upd->sites[k - 1])
+			upd->sites[k++] = upd->sites[i];
+	upd->nr_sites = k;
 	return 0;
 }
 
@@ -1353,22 +1897,62 @@ out:
 }
 
 /*
- * The stop_machine() callback: the only place the function table changes.
- * Interrupts are off on every CPU; only NMIs and the stop_machine() loops
- * of the other CPUs can call a patched function meanwhile, and they go
- * through the state machine.
+ * Give every site of @upd its final target: the new function of the first
+ * entry for it, or 0.  Called by the callback once the table is final for
+ * this update, whether it took effect or not.
+ */
+static void kpatch_settle_sites(struct kpatch_update *upd)
+{
+	struct kpatch_func *func;
+	unsigned int i;
+
+	for (i = 0; i < upd->nr_sites; i++) {
+		func = kpatch_first_func(upd->sites[i]->ip);
+		kpatch_site_set(upd->sites[i], func ? func->new_addr : 0);
+	}
+}
+
+/*
+ * The stop_machine() callback: the only place the function table and the
+ * site targets change.  Interrupts are off on every CPU; only NMIs and the
+ * stop_machine() loops of the other CPUs can call a patched function
+ * meanwhile.
+ *
+ * Why a caller never mixes versions, though the fast paths (the direct
+ * trampoline and the ftrace_ops handler) read one site's target and look
+ * at no state: only the sites of @upd change version, and the callback
+ *  1. leaves IDLE and sets each of them to KPATCH_TARGET_SLOW, so that from
+ *     then on their calls go through the state machine;
+ *  2. waits until the stopper thread of every other CPU has seen that.  A
+ *     caller that read an old target before step 1 either has the old
+ *     function's fentry return address on its stack while it is preempted
+ *     (which the stack check refuses), or runs on some CPU with preemption
+ *     or interrupts off, or in an NMI, and then holds up that CPU's
+ *     stopper until it is done;
+ *  3. checks the stacks and changes the table, then decides SUCCESS or
+ *     FAILURE (or loses that race to a caller, which sets FAILURE);
+ *  4. writes the final targets.  A caller that reads one between steps 3
+ *     and the end gets the version that the state, which it would read on
+ *     the slow path, also gives.
+ * So every call after step 2 sees one version: the old one until the state
+ * is decided, the decided one after, and the state never goes back from
+ * SUCCESS or FAILURE while the callback runs.  A caller that made step 3
+ * fail saw the old version, as will everything after it.
  */
 static int kpatch_update_cb(void *data)
 {
 	struct kpatch_update *upd = data;
 	struct kpatch_module *kpmod;
-	int i, state;
+	unsigned int i;
+	int state;
 
 	/*
 	 * stop_machine() runs this on every online CPU, with interrupts off.
 	 * The first CPU to get here makes the update; each other one waits
 	 * until the state has left IDLE, says that it saw it, and goes back
-	 * to the stop_machine() loop.
+	 * to the stop_machine() loop.  atomic_inc() is a full barrier on
+	 * x86: it orders everything this CPU did before (an NMI that returned
+	 * into this loop included) before the answer.
 	 */
 	if (atomic_inc_return(&upd->cpus_in) != 1) {
 		while (atomic_read(&kpatch_state) == KPATCH_STATE_IDLE)
@@ -1380,26 +1964,20 @@ static int kpatch_update_cb(void *data)
 	kpatch_test_point(KPATCH_TEST_ENTER);
 
 	/*
-	 * Leave IDLE first, so that a patched function that the other CPUs'
-	 * stop_machine() loops call while the stacks are checked also counts
-	 * as in use.  func->op was written before stop_machine(), whose
-	 * rendezvous orders it before this store; the barrier orders the
-	 * store before the table changes.  Pairs with the smp_rmb() in
-	 * kpatch_ftrace_handler().
+	 * Step 1.  func->op was written before stop_machine(), whose
+	 * rendezvous orders it before these stores; the barrier orders the
+	 * state before the targets and the table changes.  Pairs with the
+	 * smp_rmb() in kpatch_redirect_slow().
 	 */
 	atomic_set(&kpatch_state, KPATCH_STATE_UPDATING);
-	smp_wmb();	/* state before table; see above */
+	smp_wmb();	/* state before targets and table; see above */
+	for (i = 0; i < upd->nr_sites; i++)
+		kpatch_site_set(upd->sites[i], KPATCH_TARGET_SLOW);
 
 	/*
-	 * Then wait until every other CPU has seen UPDATING from its stopper
-	 * thread.  An NMI that read IDLE on a CPU holds up that CPU's stopper
-	 * until it returns, so once all have answered, no caller that saw
-	 * IDLE is still running anywhere (on this CPU, such an NMI ended
-	 * before we got here), and every call from now on sees UPDATING or a
-	 * later state.  Without this, one NMI could call f while the state
-	 * is still IDLE (old f) and g after SUCCESS (new g): half of each
-	 * version, with no caller ever seeing UPDATING to stop it.  The
-	 * number of online CPUs cannot change inside stop_machine().
+	 * Step 2.  The number of online CPUs cannot change inside
+	 * stop_machine().  On this CPU, an NMI that read an old target ended
+	 * before we got here.
 	 */
 	while (atomic_read(&upd->cpus_seen) < num_online_cpus() - 1)
 		cpu_relax();
@@ -1407,17 +1985,18 @@ static int kpatch_update_cb(void *data)
 
 	if (kpatch_check_stacks(upd)) {
 		kpatch_state_finish(KPATCH_STATE_FAILURE, 0);
+		kpatch_settle_sites(upd);
 		return -EBUSY;
 	}
 
-	/* Publish the new entries; hash_add_rcu() puts them first. */
+	/* Step 3.  Publish the new entries; hash_add_rcu() puts them first. */
 	for (i = 0; upd->add && i < upd->add->num_funcs; i++)
 		hash_add_rcu(kpatch_func_hash, &upd->add->funcs[i].node,
 			     upd->add->funcs[i].ip);
 
 	/*
 	 * All entries are in before the state says SUCCESS.  Pairs with the
-	 * smp_rmb() in kpatch_ftrace_handler().
+	 * smp_rmb() in kpatch_redirect_slow().
 	 */
 	smp_wmb();
 	kpatch_test_point(KPATCH_TEST_PUBLISHED);
@@ -1427,6 +2006,7 @@ static int kpatch_update_cb(void *data)
 		/* A patched function ran meanwhile and saw the old version. */
 		for (i = 0; upd->add && i < upd->add->num_funcs; i++)
 			hash_del_rcu(&upd->add->funcs[i].node);
+		kpatch_settle_sites(upd);	/* step 4 */
 		upd->refusal = KPATCH_RAN;
 		return -EBUSY;
 	}
@@ -1439,6 +2019,7 @@ static int kpatch_update_cb(void *data)
 		list_for_each_entry(kpmod, &kpatch_patches, list)
 			for (i = 0; i < kpmod->num_funcs; i++)
 				hash_del_rcu(&kpmod->funcs[i].node);
+	kpatch_settle_sites(upd);	/* step 4 */
 	return 0;
 }
 
@@ -1553,49 +2134,29 @@ static int kpatch_run_update(struct kpatch_update *upd)
 	bool last;
 	int ret;
 
+	ret = kpatch_collect_sites(upd);
+	if (ret)
+		return ret;
 	for (try = 1; ; try++) {
 		ret = kpatch_try_update(upd);
 		if (ret != -EBUSY)
-			return ret;
+			break;
 		last = try >= tries || signal_pending(current);
 		kpatch_report(upd, try, tries, last, delay);
 		if (last)
-			return ret;
+			break;
 		msleep_interruptible(delay);
 	}
-}
-
-/*
- * After an update, drop from the ftrace filter the call sites of @kpmod's
- * functions that no entry of the table uses any more.
- */
-static void kpatch_filter_release(struct kpatch_module *kpmod)
-{
-	unsigned long *ips;
-	unsigned int i, n = 0;
-
-	ips = kmalloc_array(kpmod->num_funcs, sizeof(*ips), GFP_KERNEL);
-	for (i = 0; i < kpmod->num_funcs; i++) {
-		unsigned long ip = kpmod->funcs[i].ip;
-
-		if (kpatch_top_func(ip))
-			continue;
-		if (ips) {
-			ips[n++] = ip;
-			continue;
-		}
-		/* No memory for a batch: one at a time. */
-		kpatch_filter_remove(&ip, 1);
-	}
-	kpatch_filter_remove(ips, n);
-	kfree(ips);
+	kfree(upd->sites);
+	upd->sites = NULL;
+	return ret;
 }
 
 /* Tear down what kpatch_enable() set up for a patch that is now out. */
 static void kpatch_retire(struct kpatch_module *kpmod)
 {
 	list_del(&kpmod->list);
-	kpatch_filter_release(kpmod);
+	kpatch_sites_put(kpmod);
 	kobject_put(kpmod->kobj);
 	kpmod->kobj = NULL;
 	kpmod->enabled = false;
@@ -1636,8 +2197,6 @@ static int kpatch_enable(struct kpatch_module *kpmod, bool replace)
 		.replace = replace,
 	};
 	struct kpatch_module *old, *tmp;
-	unsigned long *ips = NULL;
-	unsigned int nr_ips = 0;
 	int ret;
 
 	lockdep_assert_held(&kpatch_mutex);
@@ -1661,13 +2220,13 @@ static int kpatch_enable(struct kpatch_module *kpmod, bool replace)
 	if (ret)
 		goto err_kobj;
 
-	ret = kpatch_filter_add(&upd, &ips, &nr_ips);
+	ret = kpatch_sites_add(&upd);
 	if (ret)
 		goto err_ranges;
 
 	ret = kpatch_run_update(&upd);
 	if (ret)
-		goto err_filter;
+		goto err_sites;
 
 	if (replace)
 		list_for_each_entry_safe(old, tmp, &kpatch_patches, list) {
@@ -1683,13 +2242,11 @@ static int kpatch_enable(struct kpatch_module *kpmod, bool replace)
 	pr_notice("patch '%s' enabled (%d functions)\n", kpmod->name,
 		  kpmod->num_funcs);
 
-	kfree(ips);
 	kfree(upd.ranges);
 	return 0;
 
-err_filter:
-	kpatch_filter_remove(ips, nr_ips);
-	kfree(ips);
+err_sites:
+	kpatch_sites_put(kpmod);
 err_ranges:
 	kfree(upd.ranges);
 err_kobj:
@@ -2011,30 +2568,37 @@ DEFINE_SHOW_ATTRIBUTE(kpatch_patches);
  * init and exit
  */
 
+/* Drop the anchor of kpatch_init(); waits for an RCU-tasks grace period. */
+static void kpatch_direct_unanchor(void)
+{
+#if defined(CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS) && \
+	defined(KPATCH_FTRACE_DIRECT_MULTI)
+	unregister_ftrace_direct((unsigned long)kpatch_direct_anchor,
+				 (unsigned long)kpatch_direct_tramp);
+#endif
+}
+
 static int __init kpatch_init(void)
 {
-	int ret;
+#if defined(CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS) && \
+	defined(KPATCH_FTRACE_DIRECT_MULTI)
+	int ret = register_ftrace_direct((unsigned long)kpatch_direct_anchor,
+					 (unsigned long)kpatch_direct_tramp);
 
-	ret = ftrace_set_filter_ip(&kpatch_ops,
-				   (unsigned long)kpatch_ftrace_anchor, 0, 1);
 	if (ret) {
-		pr_err("cannot set the ftrace filter (%d)\n", ret);
-		goto err_filter;
+		pr_err("cannot set up the direct call anchor (%d)\n", ret);
+		return ret;
 	}
-	ret = register_ftrace_function(&kpatch_ops);
-	if (ret) {
-		pr_err("cannot register the ftrace handler (%d)\n", ret);
-		goto err_filter;
-	}
-
-	ret = -ENOMEM;
+#endif
 	kpatch_root_kobj = kobject_create_and_add("kpatch", kernel_kobj);
 	if (!kpatch_root_kobj)
-		goto err_ftrace;
+		goto err_anchor;
 	kpatch_patches_kobj = kobject_create_and_add("patches",
 						     kpatch_root_kobj);
-	if (!kpatch_patches_kobj)
-		goto err_root;
+	if (!kpatch_patches_kobj) {
+		kobject_put(kpatch_root_kobj);
+		goto err_anchor;
+	}
 
 	kpatch_debugfs_dir = debugfs_create_dir("kpatch", NULL);
 	debugfs_create_file("control", 0200, kpatch_debugfs_dir, NULL,
@@ -2043,25 +2607,24 @@ static int __init kpatch_init(void)
 			    &kpatch_patches_fops);
 	return 0;
 
-err_root:
-	kobject_put(kpatch_root_kobj);
-err_ftrace:
-	unregister_ftrace_function(&kpatch_ops);
-err_filter:
-	ftrace_free_filter(&kpatch_ops);
-	return ret;
+err_anchor:
+	kpatch_direct_unanchor();
+	return -ENOMEM;
 }
 
 static void __exit kpatch_exit(void)
 {
-	/* Every enabled patch holds a reference on this module. */
+	/*
+	 * Every enabled patch holds a reference on this module, and a site
+	 * goes with the last patch of its function.
+	 */
 	WARN_ON(!list_empty(&kpatch_patches));
+	WARN_ON(!hash_empty(kpatch_site_hash));
 
 	debugfs_remove_recursive(kpatch_debugfs_dir);
 	kobject_put(kpatch_patches_kobj);
 	kobject_put(kpatch_root_kobj);
-	unregister_ftrace_function(&kpatch_ops);
-	ftrace_free_filter(&kpatch_ops);
+	kpatch_direct_unanchor();
 	ftrace_free_filter(&kpatch_probe_ops);
 }
 

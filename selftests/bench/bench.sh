@@ -142,10 +142,23 @@ report() {
 			print "|---|---:|---:|"
 			row("unpatched", "calls_unpatched")
 			row("direct call of the new function", "calls_direct_new")
-			row("kpatch", "calls_kpatch")
+			row("kpatch, direct call", "calls_kpatch")
+			row("kpatch, ftrace_ops fallback (direct=N)", "calls_kpatch_fallback")
 			row("bare ftrace_ops (IPMODIFY)", "calls_ftrace_ops")
 			row("livepatch", "calls_livepatch")
 			row("kpatch, 1,000 other functions patched", "calls_kpatch_1000")
+			base = v["calls_unpatched"]
+			direct = (v["calls_kpatch"] - base) / 1000
+			fallback = (v["calls_kpatch_fallback"] - base) / 1000
+			bare = (v["calls_ftrace_ops"] - base) / 1000
+			printf "\ndirect call: %+.1f instructions per call over unpatched\n", direct
+			if (bare > 0) {
+				d = 100 * (fallback - bare) / bare
+				printf "fallback: %+.1f, %.1f %% %s bare ftrace_ops (%+.1f)\n",
+					fallback, d < 0 ? -d : d, d < 0 ? "below" : "above", bare
+			} else {
+				printf "fallback: %+.1f, bare ftrace_ops: %+.1f\n", fallback, bare
+			}
 			print "\nstop_machine window (instructions in the callback) and whole kpatch_register(), vs the seed check:\n"
 			print "| tasks | functions | kpatch window | % of seed | kpatch register | seed window |"
 			print "|---:|---:|---:|---:|---:|---:|"
@@ -168,15 +181,17 @@ report() {
 				printf "| %d | %d | %d | %s | %d |\n", r, v["ran_r" r], w,
 					pct(w, v["window_seed_t4000_f100"]), v["register_ran_r" r]
 			}
-			# Per patched function, read off kpatch.c: struct kpatch_func
-			# (in the patch module), 2 pins (kpatch_prepare: 16 B), one
-			# ftrace filter entry (struct ftrace_func_entry: 32 B).
+			# Per function patched through a direct call, read off
+			# kpatch.c: struct kpatch_func (in the patch module), 2 pins
+			# (kpatch_prepare: 16 B), struct kpatch_site (64 B), and two
+			# struct ftrace_func_entry (32 B each): one in the filter of
+			# its group, one in the table of direct calls of ftrace.
 			print "\nFootprint (kpatch.ko: size(1) on the host; per function: see the README):\n"
 			print "| text | data | bss | sizeof(struct kpatch_func) | bytes held per patched function |"
 			print "|---:|---:|---:|---:|---:|"
 			printf "| %d | %d | %d | %d | %d |\n", v["kpatch_ko_text"],
 				v["kpatch_ko_data"], v["kpatch_ko_bss"], v["sizeof_kpatch_func"],
-				v["sizeof_kpatch_func"] + 16 + 32
+				v["sizeof_kpatch_func"] + 16 + 64 + 2 * 32
 			print "\nApply latency through the control file, idle guest (instructions = ns):\n"
 			print "| functions | write() returns | patch seen active |"
 			print "|---:|---:|---:|"

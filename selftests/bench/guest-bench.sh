@@ -26,6 +26,8 @@ K=/kpatch
 P=/sys/module/kpatch_bench/parameters
 CTL=/sys/kernel/debug/kpatch/control
 LP=/sys/kernel/livepatch/kpatch_bench_lp
+DIRECT=/sys/module/kpatch/parameters/direct
+EF=/sys/kernel/debug/tracing/enabled_functions
 
 say() { echo "@@ $*"; }
 fail() { echo "@@ error $*"; }
@@ -38,6 +40,13 @@ bench() {
 		fail "'$*' failed: $(cat "$P/result")"
 		echo -1
 	fi
+}
+
+# path_is TEXT WHAT: kpatch_bench_old's enabled_functions entry (its line
+# and the next, where ftrace prints "direct-->...") contains TEXT
+path_is() {
+	grep -A1 '^kpatch_bench_old[ 	]' "$EF" | grep -qF -- "$1" ||
+		fail "$2: no '$1' for kpatch_bench_old in $EF: $(grep -A1 '^kpatch_bench_old[ 	]' "$EF")"
 }
 
 value_is() { [ "$(cat "$P/value")" = "$1" ] || fail "value is $(cat "$P/value"), not $1 ($2)"; }
@@ -79,9 +88,20 @@ value_is 2 unpatched
 say calls_unpatched "$(bench calls old)"
 say calls_direct_new "$(bench calls new)"
 
+# kpatch's two paths: the direct call (direct=Y, the default) and the
+# IPMODIFY ftrace_ops fallback (direct=N when the function's site is made)
 bench kpatch 1 >/dev/null
 value_is 3 kpatch
+path_is 'direct-->kpatch_direct_tramp' "kpatch, direct=Y"
 say calls_kpatch "$(bench calls old)"
+bench kpatch 0 >/dev/null
+
+echo N >"$DIRECT" || fail "echo N > $DIRECT"
+bench kpatch 1 >/dev/null
+echo Y >"$DIRECT" || fail "echo Y > $DIRECT"
+value_is 3 "kpatch fallback"
+path_is kpatch_ftrace_handler "kpatch, direct=N"
+say calls_kpatch_fallback "$(bench calls old)"
 bench kpatch 0 >/dev/null
 
 bench ftrace 1 >/dev/null

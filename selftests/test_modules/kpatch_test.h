@@ -53,4 +53,7 @@ void kpatch_test_busy_fn_new(void);
 int kpatch_test_going_fn(void);
 int kpatch_test_going_fn_new(void);
 
+/* kpatch_test_direct.ko: its direct trampoline (asm, not called from C) */
+void kpatch_test_direct_tramp(void);
+
 #endif /* _KPATCH_TEST_H */

@@ -63,6 +63,7 @@
 #include <linux/mutex.h>
 #include <linux/percpu.h>
 #include <linux/preempt.h>
+#include <linux/rcupdate.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/string.h>
@@ -606,7 +607,8 @@ static int kpatch_nmi_caller(void *data)
 		 * runs alongside, as a real CPU would.
 		 */
 		cpu_relax();
-		cond_resched();
+		/* Never sleeps: see kpatch_test_stress.c. */
+		cond_resched_tasks_rcu_qs();
 	}
 	return 0;
 }
@@ -625,7 +627,7 @@ static int kpatch_nmi_sender(void *data)
 		if (us)
 			usleep_range(us, us + us / 2);
 		else
-			cond_resched();
+			cond_resched_tasks_rcu_qs();
 	}
 	return 0;
 }

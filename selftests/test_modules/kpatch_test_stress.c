@@ -24,6 +24,7 @@
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 #include <linux/preempt.h>
+#include <linux/rcupdate.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 
@@ -107,7 +108,12 @@ static int kpatch_stress_thread(void *data)
 			n_new = 0;
 			n_other = 0;
 		}
-		cond_resched();
+		/*
+		 * A kernel loop that never sleeps must say when it is outside
+		 * any traced code, or removing an ftrace callback (kpatch's
+		 * unpatch, livepatch, a BPF detach) waits for it forever.
+		 */
+		cond_resched_tasks_rcu_qs();
 	}
 	atomic_long_add(n_old, &kpatch_stress_old);
 	atomic_long_add(n_new, &kpatch_stress_new);

@@ -476,6 +476,9 @@ cmd_build() {
 		kmake "$kver" "$out" M="$out/test_modules" W=1 -j"$jobs" \
 			KBUILD_EXTRA_SYMBOLS="$out/Module.symvers" modules 2>&1 |
 			tee "$out/build-test_modules.log" >&2
+		if grep -i 'warning:' "$out/build-test_modules.log" >&2; then
+			die "test modules build for $kver printed warnings (W=1)"
+		fi
 	fi
 
 	# The same again with the test hooks compiled in (see Kbuild), in

@@ -1218,6 +1218,30 @@ static int kpatch_group_register(struct kpatch_group *grp, unsigned long *ips,
 static struct ftrace_ops kpatch_probe_ops;
 
 /*
+ * Registered from load to unload on kpatch_ftrace_anchor(), which is never
+ * called, only for its FTRACE_OPS_FL_PERMANENT: while it is there,
+ * `sysctl kernel.ftrace_enabled=0` is refused instead of silently
+ * unpatching the kernel, and kpatch does not load while ftrace is off.
+ * The direct ftrace_ops cannot carry that flag (ftrace sets their flags).
+ */
+static void notrace kpatch_anchor_handler(unsigned long ip,
+					  unsigned long parent_ip,
+					  struct ftrace_ops *ops,
+					  struct ftrace_regs *fregs)
+{
+}
+
+static struct ftrace_ops kpatch_anchor_ops = {
+	.func	= kpatch_anchor_handler,
+	.flags	= FTRACE_OPS_FL_PERMANENT,
+};
+
+static noinline void kpatch_ftrace_anchor(void)
+{
+	barrier();
+}
+
+/*
  * The ftrace location of the function starting at @addr: the fentry call,
  * which on IBT kernels comes after the ENDBR (or its sealed replacement).
  */
@@ -2568,6 +2592,22 @@ DEFINE_SHOW_ATTRIBUTE(kpatch_patches);
  * init and exit
  */
 
+/* Before 6.5: keep ftrace's own direct ftrace_ops, see kpatch_direct_anchor(). */
+static int kpatch_direct_anchor_set(void)
+{
+#if defined(CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS) && \
+	defined(KPATCH_FTRACE_DIRECT_MULTI)
+	int ret = register_ftrace_direct((unsigned long)kpatch_direct_anchor,
+					 (unsigned long)kpatch_direct_tramp);
+
+	if (ret)
+		pr_err("cannot set up the direct call anchor (%d)\n", ret);
+	return ret;
+#else
+	return 0;
+#endif
+}
+
 /* Drop the anchor of kpatch_init(); waits for an RCU-tasks grace period. */
 static void kpatch_direct_unanchor(void)
 {
@@ -2580,16 +2620,21 @@ static void kpatch_direct_unanchor(void)
 
 static int __init kpatch_init(void)
 {
-#if defined(CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS) && \
-	defined(KPATCH_FTRACE_DIRECT_MULTI)
-	int ret = register_ftrace_direct((unsigned long)kpatch_direct_anchor,
-					 (unsigned long)kpatch_direct_tramp);
+	int ret;
 
+	ret = ftrace_set_filter_ip(&kpatch_anchor_ops,
+				   (unsigned long)kpatch_ftrace_anchor, 0, 1);
+	if (!ret)
+		ret = register_ftrace_function(&kpatch_anchor_ops);
 	if (ret) {
-		pr_err("cannot set up the direct call anchor (%d)\n", ret);
-		return ret;
+		pr_err("cannot register with ftrace (%d); is it off (sysctl kernel.ftrace_enabled)?\n",
+		       ret);
+		goto err_filter;
 	}
-#endif
+	ret = kpatch_direct_anchor_set();
+	if (ret)
+		goto err_anchor_ops;
+	ret = -ENOMEM;
 	kpatch_root_kobj = kobject_create_and_add("kpatch", kernel_kobj);
 	if (!kpatch_root_kobj)
 		goto err_anchor;
@@ -2609,7 +2654,11 @@ static int __init kpatch_init(void)
 
 err_anchor:
 	kpatch_direct_unanchor();
-	return -ENOMEM;
+err_anchor_ops:
+	unregister_ftrace_function(&kpatch_anchor_ops);
+err_filter:
+	ftrace_free_filter(&kpatch_anchor_ops);
+	return ret;
 }
 
 static void __exit kpatch_exit(void)
@@ -2625,6 +2674,8 @@ static void __exit kpatch_exit(void)
 	kobject_put(kpatch_patches_kobj);
 	kobject_put(kpatch_root_kobj);
 	kpatch_direct_unanchor();
+	unregister_ftrace_function(&kpatch_anchor_ops);
+	ftrace_free_filter(&kpatch_anchor_ops);
 	ftrace_free_filter(&kpatch_probe_ops);
 }
 

@@ -6,6 +6,8 @@
 # function tracer on, /proc/cmdline still shows the patched text and the
 # trace shows cmdline_proc_show being called; in either order of turning
 # the tracer on and patching.  The tracer is turned off afterwards.
+# While kpatch is loaded, kernel.ftrace_enabled cannot be set to 0 (which
+# would silently unpatch every function): the write fails.
 #
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
@@ -57,6 +59,30 @@ check_patches "patch listed as active" \
 	"$(pline ft1 cmdline_proc_show "$cmd" kpatch_test_new:kpatch_test_cmdline_v1 "$cmd1" active)"
 expect_ok unpatch ft1
 check_eq "/proc/cmdline restored" "$orig" "$(cat /proc/cmdline)"
+check_no_splat
+
+# ftrace_off: try to turn ftrace off (kernel.ftrace_enabled=0)
+ftrace_off() {
+	diag "% echo 0 > $FTRACE_SYSCTL"
+	echo 0 >"$FTRACE_SYSCTL"
+}
+
+ftrace_back_on() {
+	echo 1 >"$FTRACE_SYSCTL" 2>/dev/null || :
+}
+
+FTRACE_SYSCTL=/proc/sys/kernel/ftrace_enabled
+start_test "ftrace cannot be turned off under a patch"
+log_mark
+expect_ok patch ft3 "$cmd" "$cmd1"
+if check_not "echo 0 > $FTRACE_SYSCTL is refused" ftrace_off; then
+	:
+else
+	ftrace_back_on
+fi
+check_eq "ftrace_enabled is still 1" 1 "$(cat "$FTRACE_SYSCTL")"
+check_eq "/proc/cmdline still patched" "kpatch-test v1" "$(cat /proc/cmdline)"
+expect_ok unpatch ft3
 check_no_splat
 
 start_test "patch a traced function"

@@ -198,14 +198,11 @@ struct kpatch_fops {
  * functions should not pay that a thousand times.  A site whose function
  * is no longer patched stays in its group with target 0 (its calls go on
  * to the old function after a few instructions in the trampoline) until
- * every site of the group is unused; then the group goes.  Before Linux
- * 6.5 a small group's sites have direct calls of their own and go one by
- * one, see kpatch_direct_anchor().
+ * every site of the group is unused; then the group goes.
  */
 struct kpatch_group {
-	struct ftrace_ops ops;		/* unused if !multi */
+	struct ftrace_ops ops;
 	struct list_head sites;
-	bool multi;			/* the sites' calls are through ops */
 };
 
 struct kpatch_site {
@@ -1151,22 +1148,20 @@ asm(".pushsection .text, \"ax\", @progbits\n"
 
 #ifdef KPATCH_FTRACE_DIRECT_MULTI
 /*
- * Before 6.5 (6.1 here, see Kbuild) the ftrace_ops-based calls have
- * _multi names.  ftrace there can also set up one direct call at a time,
- * through a direct ftrace_ops of its own that stays as long as any such
- * call does: it waits for an RCU-tasks grace period only when it drops the
- * last one.  kpatch keeps one on kpatch_direct_anchor(), never called, from
- * load to unload, so that adding and dropping the direct call of a single
- * function costs no grace period.  Each call costs a pass over all of
- * ftrace's call sites, though, so an update of more than
- * KPATCH_DIRECT_SINGLE_MAX new functions makes a group ftrace_ops instead.
+ * Before 6.5 (6.1 here, see Kbuild) the calls have _multi names, and
+ * ftrace waits for an RCU-tasks grace period whenever it registers a
+ * direct call while it has none.  kpatch keeps one, on
+ * kpatch_direct_anchor() (never called), from load to unload.  (6.1 also
+ * has calls that set up one direct call at a time without a grace period,
+ * but they corrupt ftrace's state when memory runs out while one is
+ * dropped, which the debug kernel's fault injection showed.)
  */
-#define KPATCH_DIRECT_SINGLE_MAX	16
-
 static noinline void kpatch_direct_anchor(void)
 {
 	barrier();
 }
+
+static struct ftrace_ops kpatch_direct_anchor_ops;
 
 #define kpatch_direct_ops_register(ops) \
 	register_ftrace_direct_multi(ops, (unsigned long)kpatch_direct_tramp)
@@ -1184,27 +1179,8 @@ static noinline void kpatch_direct_anchor(void)
 static int kpatch_group_register(struct kpatch_group *grp, unsigned long *ips,
 				 unsigned int n)
 {
-	int ret;
+	int ret = ftrace_set_filter_ips(&grp->ops, ips, n, 0, 1);
 
-#ifdef KPATCH_FTRACE_DIRECT_MULTI
-	if (n <= KPATCH_DIRECT_SINGLE_MAX) {
-		unsigned long tramp = (unsigned long)kpatch_direct_tramp;
-		struct kpatch_site *site;
-
-		list_for_each_entry(site, &grp->sites, grp_node) {
-			ret = register_ftrace_direct(site->ip, tramp);
-			if (!ret)
-				continue;
-			list_for_each_entry_continue_reverse(site, &grp->sites,
-							     grp_node)
-				unregister_ftrace_direct(site->ip, tramp);
-			return ret;
-		}
-		return 0;
-	}
-#endif
-	grp->multi = true;
-	ret = ftrace_set_filter_ips(&grp->ops, ips, n, 0, 1);
 	if (!ret)
 		ret = kpatch_direct_ops_register(&grp->ops);
 	return ret;
@@ -1431,39 +1407,12 @@ static int kpatch_direct_add(unsigned long *ips, unsigned int n)
 	return 0;
 }
 
-/*
- * Release @site, which is unused: on its own if its direct call is its
- * own (before 6.5, see kpatch_direct_anchor()), else with its group once
- * no site of the group is used any more.
- */
+/* Release the group of @site if none of its sites is used any more. */
 static void kpatch_group_put(struct kpatch_site *site)
 {
 	struct kpatch_group *grp = site->grp;
 	int ret;
 
-#ifdef KPATCH_FTRACE_DIRECT_MULTI
-	if (!grp->multi) {
-		ret = unregister_ftrace_direct(site->ip,
-					       (unsigned long)kpatch_direct_tramp);
-		if (ret) {
-			/* Its target is 0: the calls go on unchanged. */
-			pr_warn("%pS keeps its direct call (%d); harmless, it only costs a few instructions per call\n",
-				(void *)site->ip, ret);
-			return;
-		}
-		/*
-		 * A task still inside the trampoline for this site finds no
-		 * key, or target 0, and returns into the old function.
-		 */
-		kpatch_direct_remove(site->slot);
-		hash_del(&site->node);
-		list_del(&site->grp_node);
-		kfree(site);
-		if (list_empty(&grp->sites))
-			kfree(grp);
-		return;
-	}
-#endif
 	list_for_each_entry(site, &grp->sites, grp_node)
 		if (kpatch_top_func(site->ip))
 			return;
@@ -2592,16 +2541,21 @@ DEFINE_SHOW_ATTRIBUTE(kpatch_patches);
  * init and exit
  */
 
-/* Before 6.5: keep ftrace's own direct ftrace_ops, see kpatch_direct_anchor(). */
+/* Before 6.5: the direct call of kpatch_direct_anchor(), see there. */
 static int kpatch_direct_anchor_set(void)
 {
 #if defined(CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS) && \
 	defined(KPATCH_FTRACE_DIRECT_MULTI)
-	int ret = register_ftrace_direct((unsigned long)kpatch_direct_anchor,
-					 (unsigned long)kpatch_direct_tramp);
+	int ret;
 
-	if (ret)
+	ret = ftrace_set_filter_ip(&kpatch_direct_anchor_ops,
+				   (unsigned long)kpatch_direct_anchor, 0, 1);
+	if (!ret)
+		ret = kpatch_direct_ops_register(&kpatch_direct_anchor_ops);
+	if (ret) {
+		ftrace_free_filter(&kpatch_direct_anchor_ops);
 		pr_err("cannot set up the direct call anchor (%d)\n", ret);
+	}
 	return ret;
 #else
 	return 0;
@@ -2613,8 +2567,8 @@ static void kpatch_direct_unanchor(void)
 {
 #if defined(CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS) && \
 	defined(KPATCH_FTRACE_DIRECT_MULTI)
-	unregister_ftrace_direct((unsigned long)kpatch_direct_anchor,
-				 (unsigned long)kpatch_direct_tramp);
+	kpatch_direct_ops_unregister(&kpatch_direct_anchor_ops);
+	ftrace_free_filter(&kpatch_direct_anchor_ops);
 #endif
 }
 

@@ -268,7 +268,7 @@ static unsigned int kpatch_direct_live;
  *
  * A caller that calls several patched functions (an NMI handler calling f,
  * then g) must get them all from one version.  So the callback, once it
- * has left IDLE and marked its sites slow, waits until the stopper thread
+ * has marked its sites slow and left IDLE, waits until the stopper thread
  * of every other CPU has seen that, before it checks a stack or touches
  * the table: an NMI that read an old target holds up its CPU's stopper
  * until it returns.  From then on every call of a changed function sees
@@ -992,8 +992,8 @@ static int notrace kpatch_state_finish(int state, unsigned long ip)
 
 /*
  * The slow path of both redirects, for a call of the site at @ip whose
- * target said KPATCH_TARGET_SLOW: the seed's
- * state machine.  Returns the function to run, or 0 for the old one.
+ * target said KPATCH_TARGET_SLOW: the seed's state machine.  Returns the
+ * function to run, or 0 for the old one.
  *
  * It runs in any context, NMI included, and calls nothing traceable.
  * Disabling preemption makes it an RCU read-side section for the
@@ -1008,10 +1008,11 @@ static noinline unsigned long notrace kpatch_redirect_slow(unsigned long ip)
 	preempt_disable_notrace();
 	/*
 	 * IDLE: no update runs, or it finished and every target it changed
-	 * is final; the first entry runs.  Another update cannot start
-	 * changing the table before we are done: its callback waits for this
-	 * CPU's stopper (see kpatch_update_cb()).  Otherwise an update is in
-	 * flight: UPDATING becomes FAILURE, and the state picks the version.
+	 * is final, or it has marked its sites but not yet left IDLE; the
+	 * first entry runs.  No update can start changing the table before
+	 * we are done: its callback waits for this CPU's stopper (see
+	 * kpatch_update_cb()).  Otherwise an update is in flight: UPDATING
+	 * becomes FAILURE, and the state picks the version.
 	 */
 	state = atomic_read(&kpatch_state);
 	if (state != KPATCH_STATE_IDLE)
@@ -1894,8 +1895,8 @@ static void kpatch_settle_sites(struct kpatch_update *upd)
  * Why a caller never mixes versions, though the fast paths (the direct
  * trampoline and the ftrace_ops handler) read one site's target and look
  * at no state: only the sites of @upd change version, and the callback
- *  1. leaves IDLE and sets each of them to KPATCH_TARGET_SLOW, so that from
- *     then on their calls go through the state machine;
+ *  1. sets each of them to KPATCH_TARGET_SLOW, so that from then on their
+ *     calls go through the state machine, and then leaves IDLE;
  *  2. waits until the stopper thread of every other CPU has seen that.  A
  *     caller that read an old target before step 1 either has the old
  *     function's fentry return address on its stack while it is preempted
@@ -1938,14 +1939,19 @@ static int kpatch_update_cb(void *data)
 
 	/*
 	 * Step 1.  func->op was written before stop_machine(), whose
-	 * rendezvous orders it before these stores; the barrier orders the
-	 * state before the targets and the table changes.  Pairs with the
-	 * smp_rmb() in kpatch_redirect_slow().
+	 * rendezvous orders it before these stores.  The marks go before the
+	 * state: a CPU that sees UPDATING (and so may answer below) then sees
+	 * every mark too, so no caller on it can read an old target after its
+	 * answer.  A caller that reads a mark but still IDLE runs on a CPU
+	 * that has not answered yet, and is done before it does.  The state
+	 * goes before the table changes, for the smp_rmb() in
+	 * kpatch_redirect_slow().
 	 */
-	atomic_set(&kpatch_state, KPATCH_STATE_UPDATING);
-	smp_wmb();	/* state before targets and table; see above */
 	for (i = 0; i < upd->nr_sites; i++)
 		kpatch_site_set(upd->sites[i], KPATCH_TARGET_SLOW);
+	smp_wmb();	/* marks before state; see above */
+	atomic_set(&kpatch_state, KPATCH_STATE_UPDATING);
+	smp_wmb();	/* state before table; see above */
 
 	/*
 	 * Step 2.  The number of online CPUs cannot change inside

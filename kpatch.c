@@ -47,6 +47,7 @@
 #include <linux/hashtable.h>
 #include <linux/kallsyms.h>
 #include <linux/kobject.h>
+#include <linux/mempool.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
@@ -59,6 +60,7 @@
 #include <linux/sort.h>
 #include <linux/stop_machine.h>
 #include <linux/string.h>
+#include <linux/tracepoint.h>
 #include <linux/uaccess.h>
 #include <asm/ibt.h>
 #include <asm/linkage.h>
@@ -101,6 +103,9 @@
 #endif
 #ifndef CONFIG_SYSFS
 #error "kpatch needs CONFIG_SYSFS for /sys/kernel/kpatch"
+#endif
+#ifndef CONFIG_TRACEPOINTS
+#error "kpatch needs CONFIG_TRACEPOINTS to follow exiting tasks"
 #endif
 
 /* Longest patch name, and longest command accepted by the control file. */
@@ -174,6 +179,13 @@ static DEFINE_HASHTABLE(kpatch_func_hash, KPATCH_HASH_BITS);
  * that leaves no entry for it.  Sites are made, found and freed under
  * kpatch_mutex, in kpatch_site_hash.
  *
+ * A site holds a reference on the module of its function and on kpatch
+ * itself for as long as it hooks the function (kpatch_site_alloc() and
+ * kpatch_site_free()), whatever the patches do: a direct site can outlive
+ * the last patch of its function (see struct kpatch_group), and a site
+ * whose removal failed stays for good.  So no module is unloaded, and
+ * neither is kpatch.ko, while an fentry call still leads into kpatch.
+ *
  * Each site has a target, which the fast paths read without any lock:
  *  - an address above KPATCH_TARGET_SLOW: the new function to run;
  *  - 0: no entry; the old function runs;
@@ -208,6 +220,7 @@ struct kpatch_group {
 struct kpatch_site {
 	struct hlist_node node;		/* in kpatch_site_hash */
 	unsigned long ip;
+	struct module *mod;		/* pinned: the module of ip, or NULL */
 	struct kpatch_group *grp;	/* direct site: its group */
 	struct list_head grp_node;	/* direct site: in grp->sites */
 	unsigned int slot;		/* direct site: kpatch_direct_*[slot] */
@@ -357,6 +370,16 @@ EXPORT_SYMBOL_GPL(kpatch_test_set_hook);
 #else
 #define kpatch_test_point(point) do { } while (0)
 #endif
+
+/*
+ * A patch's pins, one slot each, NULL where nothing is pinned (vmlinux):
+ * the patch module, then the modules of each function's old and new
+ * function, then kpatch itself.  The slots say which module holds which
+ * function: the sites and the stack check of an unpatch need that.
+ */
+#define KPATCH_PIN_OLD(i)	(1 + 2 * (i))
+#define KPATCH_PIN_NEW(i)	(2 + 2 * (i))
+#define KPATCH_PIN_SELF(n)	(1 + 2 * (n))
 
 /* A code range [start, end) that must not be on any stack. */
 struct kpatch_range {
@@ -510,9 +533,92 @@ static int kpatch_cmp_range(const void *a, const void *b)
 static void kpatch_add_range(struct kpatch_update *upd, unsigned long start,
 			     unsigned long size)
 {
+	if (!size)
+		return;
 	upd->ranges[upd->nr_ranges].start = start;
 	upd->ranges[upd->nr_ranges].end = start + size;
 	upd->nr_ranges++;
+}
+
+/*
+ * The executable memory of @mod: its core text and, while the module is
+ * still in its init, its init text (freed once the init succeeded).
+ */
+static struct kpatch_range kpatch_module_text_range(struct module *mod,
+						     bool init)
+{
+	struct kpatch_range r;
+
+/* 6.4 split module memory by type (6.12, 7.x here); 6.1 has one layout. */
+#ifdef for_each_mod_mem_type
+	struct module_memory *mem = &mod->mem[init ? MOD_INIT_TEXT : MOD_TEXT];
+
+	r.start = (unsigned long)mem->base;
+	r.end = r.start + mem->size;
+#else
+	struct module_layout *layout = init ? &mod->init_layout :
+					      &mod->core_layout;
+
+	r.start = (unsigned long)layout->base;
+	r.end = r.start + layout->text_size;
+#endif
+	return r;
+}
+
+static bool kpatch_pins(const struct kpatch_module *kpmod,
+			const struct module *mod)
+{
+	int i;
+
+	for (i = 0; i < kpmod->num_pins; i++)
+		if (kpmod->pins[i] == mod)
+			return true;
+	return false;
+}
+
+/* Does a patch that is enabled after @upd pin @mod? */
+static bool kpatch_pinned_after(const struct kpatch_update *upd,
+				const struct module *mod)
+{
+	struct kpatch_module *kpmod;
+
+	if (upd->add && kpatch_pins(upd->add, mod))
+		return true;
+	if (upd->replace)	/* every enabled patch goes */
+		return false;
+	list_for_each_entry(kpmod, &kpatch_patches, list)
+		if (kpmod != upd->remove && kpatch_pins(kpmod, mod))
+			return true;
+	return false;
+}
+
+/*
+ * @kpmod goes out with @upd.  A module that holds new functions of it and
+ * that no patch pins after @upd can be unloaded as soon as the update is
+ * done.  So no task may be anywhere in its code, not only in the new
+ * functions that kallsyms names: a new function may have gone on into a
+ * helper of its module by a sibling call (a jmp, which leaves no frame of
+ * the new function on the stack), or into a .cold or .part piece that
+ * kallsyms counts as a function of its own.  All its executable memory
+ * goes into the ranges.  (Modules that hold only old functions keep their
+ * code after an unpatch: for them the functions' own ranges are enough.)
+ */
+static void kpatch_add_unpinned(struct kpatch_update *upd,
+				const struct kpatch_module *kpmod)
+{
+	struct kpatch_range r;
+	struct module *mod;
+	int i;
+
+	for (i = 0; i < kpmod->num_funcs; i++) {
+		mod = kpmod->pins[KPATCH_PIN_NEW(i)];
+		if (!mod || kpatch_pinned_after(upd, mod))
+			continue;
+		r = kpatch_module_text_range(mod, false);
+		kpatch_add_range(upd, r.start, r.end - r.start);
+		r = kpatch_module_text_range(mod, true);
+		kpatch_add_range(upd, r.start, r.end - r.start);
+	}
 }
 
 /*
@@ -525,7 +631,8 @@ static void kpatch_add_range(struct kpatch_update *upd, unsigned long start,
  * the return address of the old function's fentry call on its stack, and
  * resumes wherever the target it read pointed it.
  * Removing an entry that is not on top changes nothing visible and needs
- * no check.  Done before stop_machine(), under kpatch_mutex, so the table
+ * no check of its functions; the modules an update unpins are another
+ * matter (see kpatch_add_unpinned()).  Done before stop_machine(), under kpatch_mutex, so the table
  * cannot change between here and the callback.
  */
 static int kpatch_build_ranges(struct kpatch_update *upd)
@@ -534,13 +641,14 @@ static int kpatch_build_ranges(struct kpatch_update *upd)
 	struct kpatch_func *func, *top;
 	unsigned int max = 0, i, n;
 
+	/* Two ranges per function, and two per module it may unpin. */
 	if (upd->add)
 		max += 2 * upd->add->num_funcs;
 	if (upd->remove)
-		max += 2 * upd->remove->num_funcs;
+		max += 4 * upd->remove->num_funcs;
 	if (upd->replace)
 		list_for_each_entry(kpmod, &kpatch_patches, list)
-			max += 2 * kpmod->num_funcs;
+			max += 4 * kpmod->num_funcs;
 
 	upd->ranges = kmalloc_array(max ?: 1, sizeof(*upd->ranges), GFP_KERNEL);
 	if (!upd->ranges)
@@ -561,8 +669,11 @@ static int kpatch_build_ranges(struct kpatch_update *upd)
 		kpatch_add_range(upd, func->new_addr, func->new_size);
 		kpatch_add_range(upd, func->old_addr, func->old_size);
 	}
+	if (upd->remove)
+		kpatch_add_unpinned(upd, upd->remove);
 	if (upd->replace) {
 		list_for_each_entry(kpmod, &kpatch_patches, list) {
+			kpatch_add_unpinned(upd, kpmod);
 			for (i = 0; i < kpmod->num_funcs; i++) {
 				func = &kpmod->funcs[i];
 				if (kpatch_top_func(func->ip) != func)
@@ -897,6 +1008,108 @@ static __always_inline bool kpatch_seen_unchanged(const struct kpatch_seen *s,
 }
 
 /*
+ * Exiting tasks.  A task leaves the task list in exit_notify() -- at once
+ * if it is autoreaped, as kernel threads are, else when its parent reaps
+ * it -- but then goes on running the tail of do_exit() until its last
+ * switch-out, and may sleep or be preempted there, in any function that
+ * tail calls.  for_each_process_thread() does not find it any more.  So
+ * kpatch keeps a set of its own: every task from its sched_process_exit
+ * tracepoint, which do_exit() passes before exit_notify(), until its
+ * sched_process_free tracepoint, which comes an RCU grace period after
+ * the task's last switch-out (when the last of its task_struct's RCU
+ * users is gone).  The stop_machine() callback walks the tasks of the set
+ * that the pre-walk did not see clean; one that is dead has no stack left
+ * and costs a test.  Nothing of this touches the redirect.
+ *
+ * The set is a hash table under kpatch_exiting_lock, taken with
+ * interrupts off: the free probe runs from an RCU callback.  Inside
+ * stop_machine() nobody holds the lock (a holder has interrupts off, so
+ * the stopper of its CPU cannot start before it lets go) and no probe runs.
+ *
+ * The exit probe allocates in atomic context, from a mempool: when the
+ * page allocator fails, its reserve serves.  Should that run dry too,
+ * kpatch no longer knows every exiting task, and refuses every update
+ * from then on (kpatch_exiting_lost).  A task that passed its
+ * sched_process_exit before kpatch was loaded is not in the set; no patch
+ * existed then, see Documentation.txt.
+ */
+#define KPATCH_EXITING_BITS	6
+#define KPATCH_EXITING_RESERVE	32
+
+struct kpatch_exiting {
+	struct hlist_node node;
+	struct task_struct *task;
+};
+
+static DEFINE_HASHTABLE(kpatch_exiting_hash, KPATCH_EXITING_BITS);
+static DEFINE_SPINLOCK(kpatch_exiting_lock);
+static mempool_t *kpatch_exiting_pool;
+static bool kpatch_exiting_lost;
+
+/* sched_process_exit: @task is current, still on the task list. */
+#ifdef KPATCH_EXIT_GROUP_DEAD
+static void kpatch_exit_probe(void *data, struct task_struct *task,
+			      bool group_dead)
+#else
+static void kpatch_exit_probe(void *data, struct task_struct *task)
+#endif
+{
+	struct kpatch_exiting *e;
+	unsigned long flags;
+
+	e = mempool_alloc(kpatch_exiting_pool, GFP_ATOMIC | __GFP_NOWARN);
+	spin_lock_irqsave(&kpatch_exiting_lock, flags);
+	if (e) {
+		e->task = task;
+		hash_add(kpatch_exiting_hash, &e->node, (unsigned long)task);
+	} else {
+		WRITE_ONCE(kpatch_exiting_lost, true);
+	}
+	spin_unlock_irqrestore(&kpatch_exiting_lock, flags);
+}
+
+/* sched_process_free: @task will never run again. */
+static void kpatch_free_probe(void *data, struct task_struct *task)
+{
+	struct kpatch_exiting *e;
+	unsigned long flags;
+
+	spin_lock_irqsave(&kpatch_exiting_lock, flags);
+	hash_for_each_possible(kpatch_exiting_hash, e, node,
+			       (unsigned long)task)
+		if (e->task == task) {
+			hash_del(&e->node);
+			break;
+		}
+	spin_unlock_irqrestore(&kpatch_exiting_lock, flags);
+	if (e)
+		mempool_free(e, kpatch_exiting_pool);
+}
+
+/*
+ * From the stop_machine() callback: walk the exiting tasks that the
+ * pre-walk did not find clean (it walked those still on the task list).
+ */
+static int kpatch_check_exiting(struct kpatch_update *upd)
+{
+	struct kpatch_exiting *e;
+	struct kpatch_seen *s;
+	int bkt, ret = 0;
+
+	spin_lock(&kpatch_exiting_lock);
+	hash_for_each(kpatch_exiting_hash, bkt, e, node) {
+		s = kpatch_seen_search(upd, e->task);
+		if (s && kpatch_seen_unchanged(s, e->task))
+			continue;
+		ret = kpatch_check_task(e->task, upd);
+		if (ret)
+			break;
+	}
+	spin_unlock(&kpatch_exiting_lock);
+	return ret;
+}
+
+/*
  * The activeness safety check: no task may be executing, or be about to
  * return into, code that the update makes unreachable.
  *
@@ -905,7 +1118,8 @@ static __always_inline bool kpatch_seen_unchanged(const struct kpatch_seen *s,
  * interrupts disabled, and every CPU is in the stop_machine() loop with
  * interrupts disabled, so no such section is in progress.  Walked here:
  * current, init_task and every task that the pre-walk did not cache or
- * that was switched out since (see the pre-walk for why that is enough).
+ * that was switched out since (see the pre-walk for why that is enough),
+ * then the exiting tasks, which may have left the task list.
  *
  * The idle tasks are not on the task list.  init_task (the boot CPU's idle
  * task) is checked; the other online CPUs' idle tasks are not reachable
@@ -956,7 +1170,7 @@ static int kpatch_check_stacks(struct kpatch_update *upd)
 	}
 out:
 	rcu_read_unlock();
-	return ret;
+	return ret ?: kpatch_check_exiting(upd);
 }
 
 /* ------------------------------------------------------------------------
@@ -1285,6 +1499,34 @@ static unsigned int kpatch_uniq(unsigned long *ips, unsigned int n)
 	return k;
 }
 
+/*
+ * A new site for the call site @ip of a function in @mod (NULL: vmlinux).
+ * The patch being enabled pins @mod and kpatch already; the site takes
+ * references of its own, see struct kpatch_site.
+ */
+static struct kpatch_site *kpatch_site_alloc(unsigned long ip,
+					     struct module *mod)
+{
+	struct kpatch_site *site = kzalloc(sizeof(*site), GFP_KERNEL);
+
+	if (!site)
+		return NULL;
+	site->ip = ip;
+	site->mod = mod;
+	if (mod)
+		__module_get(mod);
+	__module_get(THIS_MODULE);
+	return site;
+}
+
+/* Free @site, which hooks nothing any more. */
+static void kpatch_site_free(struct kpatch_site *site)
+{
+	module_put(site->mod);
+	module_put(THIS_MODULE);
+	kfree(site);
+}
+
 /* The site at @ip, or NULL.  Caller holds kpatch_mutex. */
 static struct kpatch_site *kpatch_site_find(unsigned long ip)
 {
@@ -1359,7 +1601,7 @@ static void kpatch_group_free(struct kpatch_group *grp)
 
 	ftrace_free_filter(&grp->ops);
 	list_for_each_entry_safe(site, tmp, &grp->sites, grp_node)
-		kfree(site);
+		kpatch_site_free(site);
 	kfree(grp);
 }
 
@@ -1370,7 +1612,8 @@ static void kpatch_group_free(struct kpatch_group *grp)
  * trampoline) or an IPMODIFY user (a kprobe with a post_handler, a live
  * patch) owns one of the functions.
  */
-static int kpatch_direct_add(unsigned long *ips, unsigned int n)
+static int kpatch_direct_add(unsigned long *ips, struct module **mods,
+			     unsigned int n)
 {
 	struct kpatch_group *grp;
 	struct kpatch_site *site;
@@ -1385,12 +1628,11 @@ static int kpatch_direct_add(unsigned long *ips, unsigned int n)
 		return -ENOMEM;
 	INIT_LIST_HEAD(&grp->sites);
 	for (i = 0; i < n; i++) {
-		site = kzalloc(sizeof(*site), GFP_KERNEL);
+		site = kpatch_site_alloc(ips[i], mods[i]);
 		if (!site) {
 			kpatch_group_free(grp);
 			return -ENOMEM;
 		}
-		site->ip = ips[i];
 		site->grp = grp;
 		list_add_tail(&site->grp_node, &grp->sites);
 	}
@@ -1436,7 +1678,8 @@ static void kpatch_group_put(struct kpatch_site *site)
 	kpatch_group_free(grp);
 }
 #else
-static int kpatch_direct_add(unsigned long *ips, unsigned int n)
+static int kpatch_direct_add(unsigned long *ips, struct module **mods,
+			     unsigned int n)
 {
 	return -ENOSPC;
 }
@@ -1446,14 +1689,14 @@ static void kpatch_group_put(struct kpatch_site *site)
 }
 #endif /* CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS */
 
-/* Make an ftrace_ops site for the call site @ip. */
-static int kpatch_fops_add(unsigned long ip)
+/* Make an ftrace_ops site for the call site @ip of a function in @mod. */
+static int kpatch_fops_add(unsigned long ip, struct module *mod)
 {
 	struct kpatch_site *site;
 	struct kpatch_fops *fops;
 	int ret;
 
-	site = kzalloc(sizeof(*site), GFP_KERNEL);
+	site = kpatch_site_alloc(ip, mod);
 	fops = kzalloc(sizeof(*fops), GFP_KERNEL);
 	if (!site || !fops) {
 		ret = -ENOMEM;
@@ -1471,14 +1714,14 @@ static int kpatch_fops_add(unsigned long ip)
 		ftrace_free_filter(&fops->ops);
 		goto err_free;
 	}
-	site->ip = ip;
 	site->fops = fops;
 	hash_add(kpatch_site_hash, &site->node, ip);
 	return 0;
 
 err_free:
 	kfree(fops);
-	kfree(site);
+	if (site)
+		kpatch_site_free(site);
 	return ret;
 }
 
@@ -1508,7 +1751,7 @@ static void kpatch_site_put(unsigned long ip)
 	ftrace_free_filter(&site->fops->ops);
 	hash_del(&site->node);
 	kfree(site->fops);
-	kfree(site);
+	kpatch_site_free(site);
 }
 
 /* Release the sites of @kpmod's functions that no entry uses. */
@@ -1530,24 +1773,30 @@ static void kpatch_sites_put(struct kpatch_module *kpmod)
 static int kpatch_sites_add(struct kpatch_update *upd)
 {
 	struct kpatch_module *kpmod = upd->add;
+	struct module **mods;
 	unsigned long *ips;
 	unsigned int i, n = 0;
-	int ret;
+	int ret = -ENOMEM;
 
 	ips = kmalloc_array(kpmod->num_funcs, sizeof(*ips), GFP_KERNEL);
-	if (!ips)
-		return -ENOMEM;
-	for (i = 0; i < kpmod->num_funcs; i++)
-		if (!kpatch_site_find(kpmod->funcs[i].ip))
-			ips[n++] = kpmod->funcs[i].ip;
+	mods = kmalloc_array(kpmod->num_funcs, sizeof(*mods), GFP_KERNEL);
+	if (!ips || !mods)
+		goto out;
+	for (i = 0; i < kpmod->num_funcs; i++) {
+		if (kpatch_site_find(kpmod->funcs[i].ip))
+			continue;
+		mods[n] = kpmod->pins[KPATCH_PIN_OLD(i)];
+		ips[n++] = kpmod->funcs[i].ip;
+	}
 
 	i = 0;
-	ret = n ? kpatch_direct_add(ips, n) : 0;
+	ret = n ? kpatch_direct_add(ips, mods, n) : 0;
 	if (ret && ret != -ENOMEM) {
 		for (i = 0; i < n; i++) {
-			ret = n > 1 ? kpatch_direct_add(&ips[i], 1) : ret;
+			ret = n > 1 ? kpatch_direct_add(&ips[i], &mods[i], 1) :
+				      ret;
 			if (ret && ret != -ENOMEM)
-				ret = kpatch_fops_add(ips[i]);
+				ret = kpatch_fops_add(ips[i], mods[i]);
 			if (ret)
 				break;
 		}
@@ -1563,6 +1812,8 @@ static int kpatch_sites_add(struct kpatch_update *upd)
 		kpatch_sites_put(kpmod);
 		ret = ret == -ENOMEM || ret == -EBUSY ? ret : -EINVAL;
 	}
+out:
+	kfree(mods);
 	kfree(ips);
 	return ret;
 }
@@ -1640,43 +1891,61 @@ static bool kpatch_kernel_text(unsigned long addr)
 
 static bool kpatch_module_text(struct module *mod, unsigned long addr)
 {
-/* 6.4 split module memory by type (6.12, 7.x here); 6.1 has one layout. */
-#ifdef for_each_mod_mem_type
-	unsigned long base = (unsigned long)mod->mem[MOD_TEXT].base;
-	unsigned long size = mod->mem[MOD_TEXT].size;
-#else
-	unsigned long base = (unsigned long)mod->core_layout.base;
-	unsigned long size = mod->core_layout.text_size;
-#endif
+	struct kpatch_range r = kpatch_module_text_range(mod, false);
 
-	return addr >= base && addr < base + size;
+	return addr >= r.start && addr < r.end;
 }
 
 /*
  * Find the loaded module called @name and take a reference on it.  The
  * module kset is the one our own kobject belongs to; holding the kobject
- * keeps struct module alive until try_module_get() has decided.
+ * keeps struct module alive until try_module_get() has decided, and its
+ * state readable.  A module that is going away cannot be pinned; one that
+ * is still in its init can, but its init may fail, and then the kernel
+ * frees it whatever its reference count: so only @coming_ok (a patch
+ * module registering its own patch, see kpatch_module_going()) may be in
+ * its init.  Returns 0 with the reference in *@modp, -ENOENT if there is
+ * no such module, or -EBUSY (coming) / -EINVAL (going) with *@state.
  */
-static struct module *kpatch_get_module(const char *name)
+static int kpatch_get_module(const char *name, struct module *coming_ok,
+			     struct module **modp, enum module_state *state)
 {
 	struct kobject *kobj;
 	struct module *mod;
+	int ret = 0;
 
 	kobj = kset_find_obj(THIS_MODULE->mkobj.kobj.kset, name);
 	if (!kobj)
-		return NULL;
+		return -ENOENT;
 	mod = container_of(kobj, struct module_kobject, kobj)->mod;
-	if (mod && !try_module_get(mod))
-		mod = NULL;
+	if (!mod) {
+		ret = -ENOENT;
+	} else if (!try_module_get(mod)) {
+		*state = MODULE_STATE_GOING;
+		ret = -EINVAL;
+	} else {
+		/*
+		 * With our reference a live module stays live: it can only
+		 * go through delete_module(), which refuses while we hold it.
+		 */
+		*state = READ_ONCE(mod->state);
+		if (*state != MODULE_STATE_LIVE &&
+		    !(*state == MODULE_STATE_COMING && mod == coming_ok)) {
+			module_put(mod);
+			ret = *state == MODULE_STATE_COMING ? -EBUSY : -EINVAL;
+		}
+	}
 	kobject_put(kobj);
-	return mod;
+	*modp = ret ? NULL : mod;
+	return ret;
 }
 
 /*
  * Check that @addr is the start of a function in vmlinux or module text,
  * through kallsyms (sprint_symbol() prints "name+off/size [module]").
  * Returns the function's size in *@size and, for a module function, a
- * reference on the module in *@modp.  Logs why on failure.
+ * reference on the module in *@modp.  The module must be live, or be
+ * @coming_ok (see kpatch_get_module()).  Logs why on failure.
  *
  * The addresses come from the control file, that is from the user: until
  * this has accepted one, it is only looked up (kallsyms, module text
@@ -1685,12 +1954,14 @@ static struct module *kpatch_get_module(const char *name)
  */
 static int kpatch_resolve(const char *patch, const char *what,
 			  unsigned long addr, unsigned long *size,
-			  struct module **modp)
+			  struct module *coming_ok, struct module **modp)
 {
 	char sym[KSYM_SYMBOL_LEN];
 	char *modname, *plus, *slash;
+	enum module_state state;
 	unsigned long offset;
 	struct module *mod;
+	int ret;
 
 	*modp = NULL;
 	sprint_symbol(sym, addr);
@@ -1720,9 +1991,16 @@ static int kpatch_resolve(const char *patch, const char *what,
 			goto not_text;
 		return 0;
 	}
-	mod = kpatch_get_module(modname);
-	if (!mod)
+	ret = kpatch_get_module(modname, coming_ok, &mod, &state);
+	if (ret == -ENOENT)
 		goto not_text;
+	if (ret) {
+		pr_err("%s: %s %lx (%s) is in module %s, which is %s\n",
+		       patch, what, addr, sym, modname,
+		       state == MODULE_STATE_COMING ?
+		       "coming (its init has not finished)" : "going away");
+		return ret;
+	}
 	if (!kpatch_module_text(mod, addr)) {
 		module_put(mod);
 		goto not_text;
@@ -1742,25 +2020,23 @@ not_text:
 static void kpatch_unpin(struct kpatch_module *kpmod)
 {
 	while (kpmod->num_pins)
-		module_put(kpmod->pins[--kpmod->num_pins]);
+		if (kpmod->pins[--kpmod->num_pins])
+			module_put(kpmod->pins[kpmod->num_pins]);
 	kfree(kpmod->pins);
 	kpmod->pins = NULL;
 }
 
-/* Resolve one function of a patch and pin the modules it lives in. */
-static int kpatch_resolve_func(struct kpatch_module *kpmod,
-			       struct kpatch_func *func)
+/* Resolve function @i of a patch and pin the modules it lives in. */
+static int kpatch_resolve_func(struct kpatch_module *kpmod, int i)
 {
+	struct kpatch_func *func = &kpmod->funcs[i];
 	unsigned long size;
-	struct module *mod;
 	int ret;
 
 	ret = kpatch_resolve(kpmod->name, "old function", func->old_addr,
-			     &size, &mod);
+			     &size, NULL, &kpmod->pins[KPATCH_PIN_OLD(i)]);
 	if (ret)
 		return ret;
-	if (mod)
-		kpmod->pins[kpmod->num_pins++] = mod;
 	if (func->old_size && func->old_size != size) {
 		pr_err("%s: old function %pS is %#lx bytes long, not %#lx\n",
 		       kpmod->name, (void *)func->old_addr, size,
@@ -1770,11 +2046,9 @@ static int kpatch_resolve_func(struct kpatch_module *kpmod,
 	func->old_size = size;
 
 	ret = kpatch_resolve(kpmod->name, "new function", func->new_addr,
-			     &size, &mod);
+			     &size, kpmod->mod, &kpmod->pins[KPATCH_PIN_NEW(i)]);
 	if (ret)
 		return ret;
-	if (mod)
-		kpmod->pins[kpmod->num_pins++] = mod;
 	if (func->new_size && func->new_size != size) {
 		pr_err("%s: new function %pS is %#lx bytes long, not %#lx\n",
 		       kpmod->name, (void *)func->new_addr, size,
@@ -1812,10 +2086,12 @@ static int kpatch_prepare(struct kpatch_module *kpmod, bool replace)
 	unsigned long *olds;
 	int i, ret;
 
-	kpmod->pins = kcalloc(2 * kpmod->num_funcs + 2, sizeof(*kpmod->pins),
+	kpmod->num_pins = KPATCH_PIN_SELF(kpmod->num_funcs) + 1;
+	kpmod->pins = kcalloc(kpmod->num_pins, sizeof(*kpmod->pins),
 			      GFP_KERNEL);
 	olds = kmalloc_array(kpmod->num_funcs, sizeof(*olds), GFP_KERNEL);
 	if (!kpmod->pins || !olds) {
+		kpmod->num_pins = 0;
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -1825,11 +2101,11 @@ static int kpatch_prepare(struct kpatch_module *kpmod, bool replace)
 			ret = -ENODEV;
 			goto out;
 		}
-		kpmod->pins[kpmod->num_pins++] = kpmod->mod;
+		kpmod->pins[0] = kpmod->mod;
 	}
 
 	for (i = 0; i < kpmod->num_funcs; i++) {
-		ret = kpatch_resolve_func(kpmod, &kpmod->funcs[i]);
+		ret = kpatch_resolve_func(kpmod, i);
 		if (ret)
 			goto out;
 		olds[i] = kpmod->funcs[i].old_addr;
@@ -1861,7 +2137,7 @@ static int kpatch_prepare(struct kpatch_module *kpmod, bool replace)
 	}
 
 	__module_get(THIS_MODULE);
-	kpmod->pins[kpmod->num_pins++] = THIS_MODULE;
+	kpmod->pins[KPATCH_PIN_SELF(kpmod->num_funcs)] = THIS_MODULE;
 	ret = 0;
 out:
 	kfree(olds);
@@ -2322,6 +2598,45 @@ int kpatch_unregister(struct kpatch_module *kpmod)
 }
 EXPORT_SYMBOL_GPL(kpatch_unregister);
 
+/*
+ * A module is going away.  If it is the patch module of an enabled patch,
+ * its init registered the patch and then failed (a live patch module
+ * cannot go: its patch pins it).  The kernel frees such a module right
+ * after its GOING notifiers, whatever its reference count, so the patch
+ * must be out before this returns: kpatch tries until the stack check
+ * lets it, however long that takes (see Documentation.txt).
+ */
+static int kpatch_module_going(struct notifier_block *nb,
+			       unsigned long action, void *data)
+{
+	struct module *mod = data;
+	struct kpatch_module *kpmod;
+	int ret;
+
+	if (action != MODULE_STATE_GOING)
+		return NOTIFY_DONE;
+	mutex_lock(&kpatch_mutex);
+again:
+	list_for_each_entry(kpmod, &kpatch_patches, list) {
+		if (kpmod->mod != mod)
+			continue;
+		pr_warn("module %s is going away with its patch enabled (its init failed): taking the patch out\n",
+			mod->name);
+		while ((ret = kpatch_disable(kpmod))) {
+			pr_err("cannot take patch '%s' out (%d); trying again in 1 s, its module is freed after that\n",
+			       kpmod->name, ret);
+			mutex_unlock(&kpatch_mutex);
+			msleep(1000);
+			mutex_lock(&kpatch_mutex);
+			if (!kpmod->enabled)	/* unpatched meanwhile */
+				break;
+		}
+		goto again;
+	}
+	mutex_unlock(&kpatch_mutex);
+	return NOTIFY_OK;
+}
+
 /* ------------------------------------------------------------------------
  * debugfs and sysfs
  */
@@ -2578,6 +2893,74 @@ static void kpatch_direct_unanchor(void)
 #endif
 }
 
+/* The tracepoints of "Exiting tasks", registered from load to unload. */
+static struct kpatch_tp {
+	const char *name;
+	void *probe;
+	struct tracepoint *tp;
+} kpatch_tps[] = {
+	/* The free probe first: no task enters the set without it. */
+	{ "sched_process_free", kpatch_free_probe },
+	{ "sched_process_exit", kpatch_exit_probe },
+};
+
+static void kpatch_tp_find(struct tracepoint *tp, void *priv)
+{
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(kpatch_tps); i++)
+		if (!strcmp(tp->name, kpatch_tps[i].name))
+			kpatch_tps[i].tp = tp;
+}
+
+/* Unregister the first @n probes, newest first, and empty the set. */
+static void kpatch_exiting_stop(int n)
+{
+	struct hlist_node *tmp;
+	struct kpatch_exiting *e;
+	int bkt;
+
+	while (n--)
+		tracepoint_probe_unregister(kpatch_tps[n].tp,
+					    kpatch_tps[n].probe, NULL);
+	/* No probe runs any more once this returns. */
+	tracepoint_synchronize_unregister();
+	hash_for_each_safe(kpatch_exiting_hash, bkt, tmp, e, node) {
+		hash_del(&e->node);
+		mempool_free(e, kpatch_exiting_pool);
+	}
+	mempool_destroy(kpatch_exiting_pool);
+}
+
+static int kpatch_exiting_start(void)
+{
+	int i, ret = 0;
+
+	kpatch_exiting_pool =
+		mempool_create_kmalloc_pool(KPATCH_EXITING_RESERVE,
+					    sizeof(struct kpatch_exiting));
+	if (!kpatch_exiting_pool)
+		return -ENOMEM;
+	for_each_kernel_tracepoint(kpatch_tp_find, NULL);
+	for (i = 0; i < ARRAY_SIZE(kpatch_tps); i++) {
+		ret = kpatch_tps[i].tp ?
+		      tracepoint_probe_register(kpatch_tps[i].tp,
+						kpatch_tps[i].probe, NULL) :
+		      -ENOENT;
+		if (ret) {
+			pr_err("cannot follow exiting tasks: tracepoint %s (%d)\n",
+			       kpatch_tps[i].name, ret);
+			kpatch_exiting_stop(i);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+static struct notifier_block kpatch_module_nb = {
+	.notifier_call = kpatch_module_going,
+};
+
 static int __init kpatch_init(void)
 {
 	int ret;
@@ -2594,15 +2977,21 @@ static int __init kpatch_init(void)
 	ret = kpatch_direct_anchor_set();
 	if (ret)
 		goto err_anchor_ops;
+	ret = kpatch_exiting_start();
+	if (ret)
+		goto err_anchor;
+	ret = register_module_notifier(&kpatch_module_nb);
+	if (ret)
+		goto err_exiting;
 	ret = -ENOMEM;
 	kpatch_root_kobj = kobject_create_and_add("kpatch", kernel_kobj);
 	if (!kpatch_root_kobj)
-		goto err_anchor;
+		goto err_notifier;
 	kpatch_patches_kobj = kobject_create_and_add("patches",
 						     kpatch_root_kobj);
 	if (!kpatch_patches_kobj) {
 		kobject_put(kpatch_root_kobj);
-		goto err_anchor;
+		goto err_notifier;
 	}
 
 	kpatch_debugfs_dir = debugfs_create_dir("kpatch", NULL);
@@ -2612,6 +3001,10 @@ static int __init kpatch_init(void)
 			    &kpatch_patches_fops);
 	return 0;
 
+err_notifier:
+	unregister_module_notifier(&kpatch_module_nb);
+err_exiting:
+	kpatch_exiting_stop(ARRAY_SIZE(kpatch_tps));
 err_anchor:
 	kpatch_direct_unanchor();
 err_anchor_ops:
@@ -2624,8 +3017,8 @@ err_filter:
 static void __exit kpatch_exit(void)
 {
 	/*
-	 * Every enabled patch holds a reference on this module, and a site
-	 * goes with the last patch of its function.
+	 * Every enabled patch and every site holds a reference on this
+	 * module (see struct kpatch_site): none is left.
 	 */
 	WARN_ON(!list_empty(&kpatch_patches));
 	WARN_ON(!hash_empty(kpatch_site_hash));
@@ -2633,6 +3026,8 @@ static void __exit kpatch_exit(void)
 	debugfs_remove_recursive(kpatch_debugfs_dir);
 	kobject_put(kpatch_patches_kobj);
 	kobject_put(kpatch_root_kobj);
+	unregister_module_notifier(&kpatch_module_nb);
+	kpatch_exiting_stop(ARRAY_SIZE(kpatch_tps));
 	kpatch_direct_unanchor();
 	unregister_ftrace_function(&kpatch_anchor_ops);
 	ftrace_free_filter(&kpatch_anchor_ops);

@@ -73,7 +73,9 @@ struct kpatch_func {
  * @kobj:      private: /sys/kernel/kpatch/patches/<name>
  * @name:      private: name of the patch (the module name for patches
  *             registered through kpatch_register())
- * @pins:      private: modules referenced while the patch is enabled
+ * @pins:      private: modules referenced while the patch is enabled: the
+ *             patch module, the modules of each old and new function
+ *             (NULL for vmlinux), kpatch itself
  * @num_pins:  private: number of entries in @pins
  */
 struct kpatch_module {

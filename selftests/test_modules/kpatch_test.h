@@ -17,6 +17,7 @@
 #include <linux/compiler.h>
 
 struct seq_file;
+struct task_struct;
 
 /*
  * Return @v from a value function so that its callers cannot know it.
@@ -52,6 +53,12 @@ void kpatch_test_busy_fn_new(void);
 /* kpatch_test_going.ko */
 int kpatch_test_going_fn(void);
 int kpatch_test_going_fn_new(void);
+
+/* kpatch_test_exit.ko: replacement for proc_exit_connector() */
+void kpatch_test_exit_connector(struct task_struct *task);
+
+/* kpatch_test_coming.ko */
+int kpatch_test_coming_fn(void);
 
 /* kpatch_test_direct.ko: its direct trampoline (asm, not called from C) */
 void kpatch_test_direct_tramp(void);

@@ -8,6 +8,10 @@
  * kpatch_test_value_b() (returns 2) to kpatch_test_api_value_b() (32).
  * With replace=1 every other enabled patch is removed in the same step.
  *
+ * With fail_init=1 the init fails (-EINVAL) after kpatch_register() has
+ * succeeded: the module is freed right away, and kpatch must take the
+ * patch out as the module goes, or the patch points into freed memory.
+ *
  * kpatch pins this module while the patch is enabled; remove it with
  * "echo unpatch kpatch_test_api > /sys/kernel/debug/kpatch/control",
  * then rmmod.  Module exit unregisters the patch only if it is still
@@ -34,6 +38,10 @@ MODULE_PARM_DESC(replace, "replace all other enabled patches (default 0)");
 static char *which = "a";
 module_param(which, charp, 0444);
 MODULE_PARM_DESC(which, "functions to patch: a, b or ab (default a)");
+
+static bool fail_init;
+module_param(fail_init, bool, 0444);
+MODULE_PARM_DESC(fail_init, "fail the init after a successful kpatch_register() (default 0)");
 
 static noinline int kpatch_test_api_value_a(void)
 {
@@ -77,9 +85,15 @@ static int __init kpatch_test_api_init(void)
 	kpatch_test_api_kpmod.num_funcs = f - kpatch_test_api_funcs;
 
 	ret = kpatch_register(&kpatch_test_api_kpmod, replace);
-	if (ret)
+	if (ret) {
 		pr_info("kpatch_register() failed: %d\n", ret);
-	return ret;
+		return ret;
+	}
+	if (fail_init) {
+		pr_info("fail_init=1: init fails after kpatch_register()\n");
+		return -EINVAL;
+	}
+	return 0;
 }
 
 static void __exit kpatch_test_api_exit(void)

@@ -1,0 +1,170 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# test-exiting.sh - the stack check covers tasks that are exiting.
+# kpatch_test_exit's kpatch_test_exit_connector() replaces the kernel's
+# proc_exit_connector(), which do_exit() calls after exit_notify().  Its
+# trap thread, a kthread and so reaped at once, has left the task list
+# (and /proc) by then, and sleeps in the replacement: unpatching must
+# still fail with EBUSY, name the thread in the log, change nothing, and
+# keep kpatch_test_exit pinned; once the thread has left, the unpatch
+# goes through.  First, as a plain sanity check, patching and unpatching
+# proc_exit_connector() works while many short-lived processes exit.
+#
+# On kernels whose RCU Tasks waits for exiting tasks (6.1), an unpatch
+# that wrongly goes ahead blocks in ftrace until the thread is released,
+# so the test runs it in the background and releases the thread if it
+# has not returned after a while.
+#
+# shellcheck source-path=SCRIPTDIR source=functions.sh
+. "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
+
+EXIT_PARAMS=/sys/module/kpatch_test_exit/parameters
+KP_RETRIES=/sys/module/kpatch/parameters/retries
+churn=
+writer=
+retries=
+
+setup_modules kpatch kpatch_test_exit
+old=$(sym proc_exit_connector vmlinux) || bail "setup: find proc_exit_connector"
+new=$(sym kpatch_test_exit_connector kpatch_test_exit) ||
+	bail "setup: find kpatch_test_exit_connector"
+
+# exit_param NAME VALUE: write a kpatch_test_exit parameter
+exit_param() {
+	diag "% echo $2 > $EXIT_PARAMS/$1"
+	echo "$2" >"$EXIT_PARAMS/$1"
+}
+
+# kpatch_param NAME VALUE: write a kpatch parameter (they are back to
+# their defaults when the next script loads kpatch.ko)
+kpatch_param() {
+	diag "% echo $2 > /sys/module/kpatch/parameters/$1"
+	echo "$2" >"/sys/module/kpatch/parameters/$1"
+}
+
+# calls: calls of the replacement by tasks other than the trap thread
+calls() {
+	modparam kpatch_test_exit calls
+}
+
+# calls_above N: has the replacement been called more than N times?
+calls_above() {
+	[ "$(calls)" -gt "$1" ] 2>/dev/null
+}
+
+# churn_start / churn_stop: a background loop of short-lived processes
+churn_start() {
+	rm -f "$KP_TMP/churn.stop"
+	diag "% while :; do sh -c :; done &"
+	(
+		n=0
+		while [ ! -e "$KP_TMP/churn.stop" ]; do
+			sh -c : 2>/dev/null
+			n=$((n + 1))
+		done
+		echo "$n" >"$KP_TMP/churn.count"
+	) &
+	churn=$!
+}
+
+churn_stop() {
+	[ -n "$churn" ] || return 0
+	: >"$KP_TMP/churn.stop"
+	wait "$churn"
+	churn=
+	diag "$(cat "$KP_TMP/churn.count" 2>/dev/null || echo "?") processes exited"
+}
+
+# writer_done: has the background control file writer finished?
+writer_done() {
+	[ -e "$KP_TMP/writer.done" ]
+}
+
+# exiting_cleanup: stop what may still run, before the cleanup unpatches
+exiting_cleanup() {
+	churn_stop >/dev/null
+	if modparam_is kpatch_test_exit state 1; then
+		echo 1 >"$EXIT_PARAMS/release"
+		wait_until modparam_is kpatch_test_exit state 2 >/dev/null
+	fi
+	[ -z "$writer" ] || wait "$writer"
+	[ -z "$retries" ] || echo "$retries" >"$KP_RETRIES" 2>/dev/null || :
+}
+KP_CLEANUP_HOOK=exiting_cleanup
+
+start_test "patch and unpatch while processes exit"
+log_mark
+churn_start
+for round in 1 2 3; do
+	expect_ok patch "churn$round" "$old" "$new"
+	n=$(calls)
+	check "exiting processes run the replacement (round $round)" \
+		wait_until calls_above "$n"
+	expect_ok unpatch "churn$round"
+done
+n=$(calls)
+sleep 1
+check_eq "after unpatch exiting processes run the old function" "$n" "$(calls)"
+churn_stop
+check_patches "nothing patched"
+check_no_splat
+
+start_test "a task sleeping in a patched function after it left the task list"
+log_mark
+expect_ok patch exit1 "$old" "$new" || bail "setup: patch proc_exit_connector"
+exit_param trap 1
+pid=$(modparam kpatch_test_exit pid)
+wait_until modparam_is kpatch_test_exit state 1 ||
+	bail "setup: the trap thread sleeps in kpatch_test_exit_connector"
+ok "the trap thread (pid $pid) sleeps in kpatch_test_exit_connector"
+check "the thread has left the task list: /proc/$pid is gone" test ! -e "/proc/$pid"
+
+retries=$(cat "$KP_RETRIES")
+kpatch_param retries 0
+save_state
+log_mark
+diag "% echo \"unpatch exit1\" > $KP_CONTROL &"
+rm -f "$KP_TMP/writer.done"
+{
+	"$KPCTL" "$KP_CONTROL" "unpatch exit1" >"$KP_TMP/writer.out" 2>&1
+	: >"$KP_TMP/writer.done"
+} &
+writer=$!
+tries=$KP_WAIT_TRIES
+KP_WAIT_TRIES=200
+if ! check "unpatch exit1 returns while the thread sleeps" wait_until writer_done; then
+	diag "the writer is stuck (on 6.1 RCU Tasks waits for the exiting" \
+		"thread once the unpatch goes ahead); releasing the thread"
+	exit_param release 1
+fi
+KP_WAIT_TRIES=$tries
+wait "$writer"
+writer=
+KP_RESULT=$(cat "$KP_TMP/writer.out")
+diag "$KP_RESULT"
+check_eq "unpatch exit1 -> EBUSY" EBUSY "$KP_RESULT"
+check_state_unchanged
+msgs=$(log_since_mark)
+diag "kernel log:" "$msgs"
+check_grep "kernel log names the function, the pid and the comm" \
+	"unpatch 'exit1' refused.*kpatch_test_exit_connector[+].*pid $pid \\(kpatch_exit\\)" \
+	"$msgs"
+check_eq "the thread still sleeps in kpatch_test_exit_connector" 1 \
+	"$(modparam kpatch_test_exit state)"
+check_not "rmmod kpatch_test_exit refused" unload_mod kpatch_test_exit
+kpatch_param retries "$retries"
+retries=
+
+if mod_loaded kpatch_test_exit; then
+	exit_param release 1
+	check "the thread leaves kpatch_test_exit_connector" \
+		wait_until modparam_is kpatch_test_exit state 2
+	check "the thread is dead" wait_until modparam_is kpatch_test_exit dead 1
+	expect_ok unpatch exit1
+	check_patches "nothing patched"
+	check "rmmod kpatch_test_exit succeeds" unload_mod kpatch_test_exit
+else
+	skip "release the thread, unpatch, rmmod: kpatch_test_exit is gone already"
+fi
+check_no_splat

@@ -135,7 +135,11 @@ tries=$KP_WAIT_TRIES
 KP_WAIT_TRIES=200
 if ! check "unpatch exit1 returns while the thread sleeps" wait_until writer_done; then
 	diag "the writer is stuck (on 6.1 RCU Tasks waits for the exiting" \
-		"thread once the unpatch goes ahead); releasing the thread"
+		"thread once the unpatch goes ahead); its stack:"
+	for p in $(pidof "$(basename "$KPCTL")"); do
+		diag "$(cat "/proc/$p/stack" 2>&1)"
+	done
+	diag "releasing the thread"
 	exit_param release 1
 fi
 KP_WAIT_TRIES=$tries

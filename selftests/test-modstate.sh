@@ -11,7 +11,9 @@
 # A patch module whose init fails after kpatch_register() succeeded
 # (kpatch_test_api fail_init=1) is freed at once: kpatch must take its
 # patch out as it goes, so kpatch_test_value_a() (1) returns its old value
-# again, not kpatch_test_api_value_a() (31) from freed memory.  Should the
+# again, not kpatch_test_api_value_a() (31) from freed memory.  (Busybox
+# insmod runs a failed init twice, see coming_finish; with the bug the
+# second try finds the stale patch and fails with EEXIST.)  Should the
 # patch stay (the bug), nothing may read the patches file or call
 # kpatch_test_value_a() any more, so that case comes last and the cleanup
 # leaves the patch alone.
@@ -42,10 +44,22 @@ coming_start() {
 
 # coming_finish GO: write GO to kpatch_test_coming's go (1: the init
 # succeeds, 2: it fails) and wait for insmod; its exit status is then in
-# insmod_rc, its output in KP_OUT
+# insmod_rc, its output in KP_OUT.  Busybox insmod tries init_module()
+# after a failed finit_module(), so a failed init runs twice: the second
+# try waits for a go of its own.
 coming_finish() {
 	diag "% echo $1 > $COMING_PARAMS/go"
 	echo "$1" >"$COMING_PARAMS/go"
+	_cf_i=0
+	while [ ! -e "$KP_TMP/insmod.rc" ] && [ "$_cf_i" -lt "$KP_WAIT_TRIES" ]; do
+		if modparam_is kpatch_test_coming loading 1 &&
+		   modparam_is kpatch_test_coming go 0; then
+			diag "% echo $1 > $COMING_PARAMS/go (insmod's second try)"
+			echo "$1" >"$COMING_PARAMS/go" 2>/dev/null
+		fi
+		_cf_i=$((_cf_i + 1))
+		nap
+	done
 	wait "$insmod_pid"
 	insmod_pid=
 	insmod_rc=$(cat "$KP_TMP/insmod.rc" 2>/dev/null || echo "?")
@@ -56,9 +70,7 @@ coming_finish() {
 
 # modstate_cleanup: let a waiting init fail before the cleanup runs
 modstate_cleanup() {
-	[ -n "$insmod_pid" ] || return 0
-	echo 2 >"$COMING_PARAMS/go" 2>/dev/null
-	wait "$insmod_pid"
+	[ -z "$insmod_pid" ] || coming_finish 2
 }
 KP_CLEANUP_HOOK=modstate_cleanup
 

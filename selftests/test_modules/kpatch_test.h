@@ -63,4 +63,12 @@ int kpatch_test_coming_fn(void);
 /* kpatch_test_direct.ko: its direct trampoline (asm, not called from C) */
 void kpatch_test_direct_tramp(void);
 
+/* kpatch_test_sib.ko */
+int kpatch_test_sib_fn(void);
+
+/* kpatch_test_sib_new.ko: kpatch_test_sib_fn_new() is asm, a sibling call */
+int kpatch_test_sib_fn_new(void);
+int kpatch_test_sib_helper(void);
+int kpatch_test_sib_other(void);
+
 #endif /* _KPATCH_TEST_H */

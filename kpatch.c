@@ -544,8 +544,8 @@ static void kpatch_add_range(struct kpatch_update *upd, unsigned long start,
  * The executable memory of @mod: its core text and, while the module is
  * still in its init, its init text (freed once the init succeeded).
  */
-static struct kpatch_range kpatch_module_text_range(struct module *mod,
-						     bool init)
+static struct kpatch_range
+kpatch_module_text_range(struct module *mod, bool init)
 {
 	struct kpatch_range r;
 

@@ -576,6 +576,18 @@ static bool kpatch_pins(const struct kpatch_module *kpmod,
 	return false;
 }
 
+/* Does @mod hold an old function of @kpmod? */
+static bool kpatch_holds_old(const struct kpatch_module *kpmod,
+			     const struct module *mod)
+{
+	int i;
+
+	for (i = 0; i < kpmod->num_funcs; i++)
+		if (kpmod->pins[KPATCH_PIN_OLD(i)] == mod)
+			return true;
+	return false;
+}
+
 /* Does a patch that is enabled after @upd pin @mod? */
 static bool kpatch_pinned_after(const struct kpatch_update *upd,
 				const struct module *mod)
@@ -600,8 +612,10 @@ static bool kpatch_pinned_after(const struct kpatch_update *upd,
  * helper of its module by a sibling call (a jmp, which leaves no frame of
  * the new function on the stack), or into a .cold or .part piece that
  * kallsyms counts as a function of its own.  All its executable memory
- * goes into the ranges.  (Modules that hold only old functions keep their
- * code after an unpatch: for them the functions' own ranges are enough.)
+ * goes into the ranges.  A module that also holds old functions of the
+ * patch is exempt: its code runs by itself anyway (its own threads and
+ * callers), and its lifetime is its own business, as for any module whose
+ * functions are patched, whose code stays reachable after an unpatch.
  */
 static void kpatch_add_unpinned(struct kpatch_update *upd,
 				const struct kpatch_module *kpmod)
@@ -612,7 +626,8 @@ static void kpatch_add_unpinned(struct kpatch_update *upd,
 
 	for (i = 0; i < kpmod->num_funcs; i++) {
 		mod = kpmod->pins[KPATCH_PIN_NEW(i)];
-		if (!mod || kpatch_pinned_after(upd, mod))
+		if (!mod || kpatch_holds_old(kpmod, mod) ||
+		    kpatch_pinned_after(upd, mod))
 			continue;
 		r = kpatch_module_text_range(mod, false);
 		kpatch_add_range(upd, r.start, r.end - r.start);

@@ -58,6 +58,7 @@
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
+#include <linux/sysfs.h>
 #include <linux/stop_machine.h>
 #include <linux/string.h>
 #include <linux/tracepoint.h>
@@ -239,11 +240,12 @@ static DEFINE_HASHTABLE(kpatch_site_hash, KPATCH_HASH_BITS);
  * key is added (target 0 first, then the key) before its direct call is
  * registered, and removed (replaced by KPATCH_DIRECT_GONE, which a lookup
  * steps over) only after the call is unregistered, which waits for every
- * task inside the trampoline.  Entries never move, and a slot that was
- * used never becomes empty while any key is live, so a lookup always
- * reaches its key before an empty slot.  When no key is live, the table is
- * cleared.  At most KPATCH_DIRECT_MAX slots are used (live or gone), which
- * keeps lookups short; beyond that, new sites take the ftrace_ops path.
+ * task inside the trampoline.  Live entries never move, and a slot
+ * becomes empty again only where no lookup for a live key can pass it
+ * (see kpatch_direct_remove()), so a lookup always reaches its key before
+ * an empty slot.  At most KPATCH_DIRECT_MAX slots are used (live or
+ * gone), which keeps lookups short; beyond that, new sites take the
+ * ftrace_ops path, and the update says so in the log.
  */
 #define KPATCH_DIRECT_BITS	12
 #define KPATCH_DIRECT_SLOTS	4096	/* 2^KPATCH_DIRECT_BITS, for the asm */
@@ -320,8 +322,15 @@ enum {
 
 static atomic_t kpatch_state = ATOMIC_INIT(KPATCH_STATE_IDLE);
 
-/* The function whose call moved UPDATING to FAILURE, for the log. */
+/*
+ * The function whose call moved UPDATING to FAILURE, and whether the call
+ * came from an NMI, for the log.  Interrupts are off on every CPU inside
+ * stop_machine(), so any other such call came from kpatch's own update
+ * path: a stopper's loop or the stack check itself.  That function is
+ * called during every try, and can never be patched.
+ */
 static unsigned long kpatch_failed_ip;
+static bool kpatch_failed_nmi;
 
 static struct kobject *kpatch_root_kobj;
 struct kobject *kpatch_patches_kobj;
@@ -393,6 +402,7 @@ enum kpatch_refusal {
 	KPATCH_BUSY,		/* an affected function is on a stack */
 	KPATCH_UNRELIABLE,	/* a stack could not be walked reliably */
 	KPATCH_RAN,		/* a patched function ran during the update */
+	KPATCH_LOST,		/* an exiting task could not be recorded */
 };
 
 /*
@@ -1112,6 +1122,11 @@ static int kpatch_check_exiting(struct kpatch_update *upd)
 	int bkt, ret = 0;
 
 	spin_lock(&kpatch_exiting_lock);
+	if (kpatch_exiting_lost) {	/* since kpatch_try_update() looked */
+		upd->refusal = KPATCH_LOST;
+		ret = -EBUSY;
+		goto out;
+	}
 	hash_for_each(kpatch_exiting_hash, bkt, e, node) {
 		s = kpatch_seen_search(upd, e->task);
 		if (s && kpatch_seen_unchanged(s, e->task))
@@ -1120,6 +1135,7 @@ static int kpatch_check_exiting(struct kpatch_update *upd)
 		if (ret)
 			break;
 	}
+out:
 	spin_unlock(&kpatch_exiting_lock);
 	return ret;
 }
@@ -1203,8 +1219,10 @@ static int notrace kpatch_state_finish(int state, unsigned long ip)
 
 	if (old != KPATCH_STATE_UPDATING)
 		return old;
-	if (state == KPATCH_STATE_FAILURE && ip)
+	if (state == KPATCH_STATE_FAILURE && ip) {
 		WRITE_ONCE(kpatch_failed_ip, ip);
+		WRITE_ONCE(kpatch_failed_nmi, in_nmi());
+	}
 	return state;
 }
 
@@ -1328,7 +1346,15 @@ static unsigned long notrace __used kpatch_direct_slow(unsigned long ret)
 
 #define KPATCH_STR(x)	__stringify(x)
 
+/*
+ * Aligned to 16 bytes like every function the compiler emits: ftrace takes
+ * the low bit of a direct call's address as a flag on kernels with
+ * DYNAMIC_FTRACE_WITH_JMP (an odd address means "jump there, do not
+ * call"), so the address must be even, and the test bed's build checks
+ * that it is a multiple of 16.
+ */
 asm(".pushsection .text, \"ax\", @progbits\n"
+"	.balign	16\n"
 "	.type	kpatch_direct_tramp, @function\n"
 "kpatch_direct_tramp:\n"
 	ASM_ENDBR
@@ -1595,19 +1621,31 @@ static unsigned int kpatch_direct_insert(unsigned long key)
 	return i;
 }
 
-/* Remove the key in @slot; its direct call is unregistered. */
+/*
+ * Remove the key in @slot; its direct call is unregistered, so no lookup
+ * is for it any more.  The slot becomes a tombstone, and tombstones that
+ * end a run of used slots become empty again, from the last one back.
+ * That is safe for the lookups of the trampoline, which run without any
+ * lock: a slot is emptied only when the next one is empty, so no lookup
+ * for a live key passes it (a live key lies before the first empty slot
+ * after its hash slot: true when it was inserted, and kept by emptying
+ * only slots that an empty slot follows).  Tombstones followed by a used
+ * slot stay, and insertion reuses them.  So no tombstone is ever followed
+ * by an empty slot, and a table without live keys is empty.
+ */
 static void kpatch_direct_remove(unsigned int slot)
 {
+	const unsigned int mask = KPATCH_DIRECT_SLOTS - 1;
+
 	WRITE_ONCE(kpatch_direct_key[slot], KPATCH_DIRECT_GONE);
-	if (--kpatch_direct_live)
-		return;
-	/*
-	 * No direct call is registered, and unregistering waited for every
-	 * task inside the trampoline: nobody reads the table.
-	 */
-	memset(kpatch_direct_key, 0, sizeof(kpatch_direct_key));
-	memset(kpatch_direct_target, 0, sizeof(kpatch_direct_target));
-	kpatch_direct_used = 0;
+	kpatch_direct_live--;
+	while (kpatch_direct_key[slot] == KPATCH_DIRECT_GONE &&
+	       !kpatch_direct_key[(slot + 1) & mask]) {
+		WRITE_ONCE(kpatch_direct_key[slot], 0);
+		kpatch_direct_used--;
+		slot = (slot - 1) & mask;
+	}
+	WARN_ON_ONCE(!kpatch_direct_live && kpatch_direct_used);
 }
 
 static void kpatch_group_free(struct kpatch_group *grp)
@@ -1790,7 +1828,7 @@ static int kpatch_sites_add(struct kpatch_update *upd)
 	struct kpatch_module *kpmod = upd->add;
 	struct module **mods;
 	unsigned long *ips;
-	unsigned int i, n = 0;
+	unsigned int i, n = 0, full = 0;
 	int ret = -ENOMEM;
 
 	ips = kmalloc_array(kpmod->num_funcs, sizeof(*ips), GFP_KERNEL);
@@ -1810,12 +1848,17 @@ static int kpatch_sites_add(struct kpatch_update *upd)
 		for (i = 0; i < n; i++) {
 			ret = n > 1 ? kpatch_direct_add(&ips[i], &mods[i], 1) :
 				      ret;
+			if (ret == -ENOSPC && READ_ONCE(kpatch_direct))
+				full++;
 			if (ret && ret != -ENOMEM)
 				ret = kpatch_fops_add(ips[i], mods[i]);
 			if (ret)
 				break;
 		}
 	}
+	if (!ret && full)
+		pr_warn("%s '%s': direct-call table full (%u slots in use): %u of its functions take the slower ftrace_ops path\n",
+			upd->verb, kpmod->name, KPATCH_DIRECT_MAX, full);
 	if (ret) {
 		if (ret == -ENOMEM)
 			pr_err("%s '%s' refused: out of memory for the ftrace sites\n",
@@ -1856,7 +1899,7 @@ static void kpatch_collect_funcs(struct kpatch_update *upd,
 
 /*
  * The sites whose version @upd may change: those of the functions it adds
- * and removes, each once.  The set is the same for every try.
+ * and removes, each once.
  */
 static int kpatch_collect_sites(struct kpatch_update *upd)
 {
@@ -2318,6 +2361,11 @@ static int kpatch_try_update(struct kpatch_update *upd)
 	int ret, old;
 
 	upd->refusal = KPATCH_OK;
+	if (upd->nr_ranges && READ_ONCE(kpatch_exiting_lost)) {
+		pr_err("%s '%s' refused: out of memory recording an exiting task earlier, kpatch cannot check every stack any more\n",
+		       upd->verb, upd->add ? upd->add->name : upd->remove->name);
+		return -ENOMEM;
+	}
 	ret = kpatch_prewalk(upd);
 	if (ret)
 		return ret;
@@ -2368,10 +2416,18 @@ static void kpatch_report(const struct kpatch_update *upd, unsigned int try,
 			 "the stack of pid %d (%s) cannot be walked reliably",
 			 upd->busy_pid, upd->busy_comm);
 		break;
+	case KPATCH_LOST:
+		snprintf(why, sizeof(why), "an exiting task could not be recorded");
+		break;
 	case KPATCH_RAN:
-		snprintf(why, sizeof(why),
-			 "%pS was called during the update (NMI or stop_machine loop); rolled back",
-			 (void *)READ_ONCE(kpatch_failed_ip));
+		if (READ_ONCE(kpatch_failed_nmi))
+			snprintf(why, sizeof(why),
+				 "%pS was called during the update, from an NMI; rolled back",
+				 (void *)READ_ONCE(kpatch_failed_ip));
+		else
+			snprintf(why, sizeof(why),
+				 "%pS was called during the update (called by kpatch's own update path: stop_machine() or the stack check); it can never be patched",
+				 (void *)READ_ONCE(kpatch_failed_ip));
 		break;
 	default:
 		WARN_ON_ONCE(1);
@@ -2388,41 +2444,7 @@ static void kpatch_report(const struct kpatch_update *upd, unsigned int try,
 		pr_err("%s '%s' refused: %s\n", upd->verb, name, why);
 }
 
-/*
- * Run a prepared update.  While the stack check refuses it, log the
- * culprit, sleep and try again, kpatch_retries times at most; then fail
- * with -EBUSY.  A signal ends the retries early.  Caller holds
- * kpatch_mutex, so the update stays the same from try to try.
- */
-static int kpatch_run_update(struct kpatch_update *upd)
-{
-	unsigned int tries = 1 + min(READ_ONCE(kpatch_retries),
-				     KPATCH_RETRIES_MAX);
-	unsigned int delay = min(READ_ONCE(kpatch_retry_delay_ms),
-				 KPATCH_RETRY_DELAY_MS_MAX);
-	unsigned int try;
-	bool last;
-	int ret;
-
-	ret = kpatch_collect_sites(upd);
-	if (ret)
-		return ret;
-	for (try = 1; ; try++) {
-		ret = kpatch_try_update(upd);
-		if (ret != -EBUSY)
-			break;
-		last = try >= tries || signal_pending(current);
-		kpatch_report(upd, try, tries, last, delay);
-		if (last)
-			break;
-		msleep_interruptible(delay);
-	}
-	kfree(upd->sites);
-	upd->sites = NULL;
-	return ret;
-}
-
-/* Tear down what kpatch_enable() set up for a patch that is now out. */
+/* Tear down what kpatch_try() set up for a patch that is now out. */
 static void kpatch_retire(struct kpatch_module *kpmod)
 {
 	list_del(&kpmod->list);
@@ -2456,49 +2478,88 @@ static bool kpatch_valid_name(const char *name)
 }
 
 /*
- * Enable @kpmod, optionally replacing every other patch.  Caller holds
- * kpatch_mutex.  On failure nothing has changed.
+ * Updates that wait to be tried again.  Between tries an update holds no
+ * lock: kpatch_mutex is free for readers, for kpatch_register() and for
+ * other updates, which may change the table meanwhile.  So every try is
+ * prepared anew against the table as it is then (kpatch_try()), and a
+ * waiting update keeps for itself only what another update must not take:
+ * the name of the patch it adds, and the patch it removes.  Protected by
+ * kpatch_mutex; entries live on the waiting task's stack.
  */
-static int kpatch_enable(struct kpatch_module *kpmod, bool replace)
+struct kpatch_waiting {
+	struct list_head list;
+	const char *name;		/* patch being added, or NULL */
+	struct kpatch_module *remove;	/* patch being removed, or NULL */
+};
+
+static LIST_HEAD(kpatch_waiting);
+
+/* Is @name the name of an enabled patch or of one waiting to be added? */
+static bool kpatch_name_taken(const char *name)
 {
-	struct kpatch_update upd = {
-		.verb = replace ? "replace" : "patch",
-		.add = kpmod,
-		.replace = replace,
-	};
-	struct kpatch_module *old, *tmp;
+	struct kpatch_waiting *w;
+
+	list_for_each_entry(w, &kpatch_waiting, list)
+		if (w->name && !strcmp(w->name, name))
+			return true;
+	return kpatch_find_patch(name);
+}
+
+/* Is an update waiting to remove @kpmod (or, for NULL, any patch)? */
+static bool kpatch_removal_waits(const struct kpatch_module *kpmod)
+{
+	struct kpatch_waiting *w;
+
+	list_for_each_entry(w, &kpatch_waiting, list)
+		if (w->remove && (!kpmod || w->remove == kpmod))
+			return true;
+	return false;
+}
+
+/*
+ * One try of @upd: prepare it against the table as it is now, run it
+ * once, and either make it permanent or undo every step of the
+ * preparation.  Caller holds kpatch_mutex, from preparation to commit,
+ * so the table the update was prepared for is the one it changes.
+ */
+static int kpatch_try(struct kpatch_update *upd)
+{
+	struct kpatch_module *kpmod = upd->add, *old, *tmp;
 	int ret;
 
-	lockdep_assert_held(&kpatch_mutex);
-
-	if (kpatch_find_patch(kpmod->name)) {
-		pr_err("%s '%s' refused: a patch with that name exists\n",
-		       upd.verb, kpmod->name);
-		return -EEXIST;
+	upd->refusal = KPATCH_OK;
+	if (kpmod) {
+		ret = kpatch_prepare(kpmod, upd->replace);
+		if (ret)
+			return ret;
+		ret = -ENOMEM;
+		kpmod->kobj = kobject_create_and_add(kpmod->name,
+						     kpatch_patches_kobj);
+		if (!kpmod->kobj)
+			goto err_unpin;
 	}
 
-	ret = kpatch_prepare(kpmod, replace);
-	if (ret)
-		return ret;
-
-	ret = -ENOMEM;
-	kpmod->kobj = kobject_create_and_add(kpmod->name, kpatch_patches_kobj);
-	if (!kpmod->kobj)
-		goto err_unpin;
-
-	ret = kpatch_build_ranges(&upd);
+	ret = kpatch_build_ranges(upd);
 	if (ret)
 		goto err_kobj;
-
-	ret = kpatch_sites_add(&upd);
+	ret = kpmod ? kpatch_sites_add(upd) : 0;
 	if (ret)
 		goto err_ranges;
-
-	ret = kpatch_run_update(&upd);
+	ret = kpatch_collect_sites(upd);
+	if (!ret)
+		ret = kpatch_try_update(upd);
+	kfree(upd->sites);
+	upd->sites = NULL;
 	if (ret)
 		goto err_sites;
+	kfree(upd->ranges);
+	upd->ranges = NULL;
 
-	if (replace)
+	if (!kpmod) {
+		kpatch_retire(upd->remove);
+		return 0;
+	}
+	if (upd->replace)
 		list_for_each_entry_safe(old, tmp, &kpatch_patches, list) {
 			kpatch_retire(old);
 			if (!old->mod)
@@ -2511,39 +2572,141 @@ static int kpatch_enable(struct kpatch_module *kpmod, bool replace)
 	add_taint(TAINT_LIVEPATCH, LOCKDEP_STILL_OK);
 	pr_notice("patch '%s' enabled (%d functions)\n", kpmod->name,
 		  kpmod->num_funcs);
-
-	kfree(upd.ranges);
 	return 0;
 
 err_sites:
-	kpatch_sites_put(kpmod);
+	if (kpmod)
+		kpatch_sites_put(kpmod);
 err_ranges:
-	kfree(upd.ranges);
+	kfree(upd->ranges);
+	upd->ranges = NULL;
 err_kobj:
-	kobject_put(kpmod->kobj);
-	kpmod->kobj = NULL;
+	if (kpmod) {
+		kobject_put(kpmod->kobj);
+		kpmod->kobj = NULL;
+	}
 err_unpin:
-	kpatch_unpin(kpmod);
+	if (kpmod)
+		kpatch_unpin(kpmod);
 	return ret;
 }
 
-/* Disable @kpmod.  Caller holds kpatch_mutex.  On failure nothing changed. */
-static int kpatch_disable(struct kpatch_module *kpmod)
+/*
+ * Try number @try of @upd failed with @ret.  If the stack check refused
+ * it, log the culprit and, unless that was the last try (kpatch_retries),
+ * a signal is pending or the refusal can only repeat, sleep before the
+ * next one, with kpatch_mutex dropped and @upd waiting in kpatch_waiting.
+ * Return whether to try again.
+ */
+static bool kpatch_retry(struct kpatch_update *upd, int ret, unsigned int try)
 {
-	struct kpatch_update upd = { .verb = "unpatch", .remove = kpmod };
+	unsigned int tries = 1 + min(READ_ONCE(kpatch_retries),
+				     KPATCH_RETRIES_MAX);
+	unsigned int delay = min(READ_ONCE(kpatch_retry_delay_ms),
+				 KPATCH_RETRY_DELAY_MS_MAX);
+	struct kpatch_waiting w = {
+		.name = upd->add ? upd->add->name : NULL,
+		.remove = upd->remove,
+	};
+	bool last;
+
+	if (ret != -EBUSY || upd->refusal == KPATCH_OK)
+		return false;	/* not the stack check: ftrace, say */
+	last = try >= tries || signal_pending(current) ||
+	       (upd->refusal == KPATCH_RAN && !READ_ONCE(kpatch_failed_nmi));
+	kpatch_report(upd, try, tries, last, delay);
+	if (last)
+		return false;
+
+	list_add(&w.list, &kpatch_waiting);
+	mutex_unlock(&kpatch_mutex);
+	msleep_interruptible(delay);
+	mutex_lock(&kpatch_mutex);
+	list_del(&w.list);
+	return true;
+}
+
+/*
+ * Enable @kpmod, optionally replacing every other patch.  Caller holds
+ * kpatch_mutex; it is dropped while the update waits between tries.  On
+ * failure nothing has changed, @kpmod->funcs included.
+ */
+static int kpatch_enable(struct kpatch_module *kpmod, bool replace)
+{
+	struct kpatch_update upd = {
+		.verb = replace ? "replace" : "patch",
+		.add = kpmod,
+		.replace = replace,
+	};
+	size_t size = kpmod->num_funcs * sizeof(*kpmod->funcs);
+	struct kpatch_func *funcs;
+	struct kernfs_node *kn;
+	unsigned int try;
 	int ret;
 
 	lockdep_assert_held(&kpatch_mutex);
 
-	ret = kpatch_build_ranges(&upd);
-	if (ret)
-		return ret;
-	ret = kpatch_run_update(&upd);
-	kfree(upd.ranges);
-	if (ret)
-		return ret;
-	kpatch_retire(kpmod);
-	return 0;
+	if (kpatch_name_taken(kpmod->name)) {
+		pr_err("%s '%s' refused: a patch with that name exists\n",
+		       upd.verb, kpmod->name);
+		return -EEXIST;
+	}
+	/*
+	 * kpatch makes patches/<name> itself.  A patch module written for
+	 * the 2014 core made it before calling kpatch_register().
+	 */
+	kn = sysfs_get_dirent(kpatch_patches_kobj->sd, kpmod->name);
+	if (kn) {
+		sysfs_put(kn);
+		pr_err("%s '%s' refused: /sys/kernel/kpatch/patches/%s already exists; kpatch makes it itself, the patch module must not\n",
+		       upd.verb, kpmod->name, kpmod->name);
+		return -EEXIST;
+	}
+	if (replace && kpatch_removal_waits(NULL)) {
+		pr_err("%s '%s' refused: an unpatch waits to try again\n",
+		       upd.verb, kpmod->name);
+		return -EBUSY;
+	}
+
+	/* Each try fills in sizes and sites: start each from the original. */
+	funcs = kmemdup(kpmod->funcs, size, GFP_KERNEL);
+	if (!funcs)
+		return -ENOMEM;
+	for (try = 1; ; try++) {
+		ret = kpatch_try(&upd);
+		if (!ret)
+			break;
+		memcpy(kpmod->funcs, funcs, size);
+		if (!kpatch_retry(&upd, ret, try))
+			break;
+	}
+	kfree(funcs);
+	return ret;
+}
+
+/*
+ * Disable @kpmod.  Caller holds kpatch_mutex; it is dropped while the
+ * update waits between tries, and nobody else removes @kpmod meanwhile
+ * (kpatch_removal_waits()).  On failure nothing has changed.
+ */
+static int kpatch_disable(struct kpatch_module *kpmod)
+{
+	struct kpatch_update upd = { .verb = "unpatch", .remove = kpmod };
+	unsigned int try;
+	int ret;
+
+	lockdep_assert_held(&kpatch_mutex);
+
+	if (kpatch_removal_waits(kpmod)) {
+		pr_err("unpatch '%s' refused: another unpatch of it waits to try again\n",
+		       kpmod->name);
+		return -EBUSY;
+	}
+	for (try = 1; ; try++) {
+		ret = kpatch_try(&upd);
+		if (!ret || !kpatch_retry(&upd, ret, try))
+			return ret;
+	}
 }
 
 /**
@@ -2562,12 +2725,16 @@ static int kpatch_disable(struct kpatch_module *kpmod)
  *
  * Context: process context; sleeps.
  * Return: 0 on success; -EINVAL for a bad address, size or argument,
- * -EEXIST when a patch of that name is enabled, -EBUSY when a function is
- * still in use after the retries or ftrace refused it, -ENODEV when
- * @kpmod->mod is going away, -ENOMEM.  On failure nothing has changed.
+ * -EEXIST when a patch of that name is enabled or waits to be tried again,
+ * or when /sys/kernel/kpatch/patches/<name> exists already (kpatch makes
+ * it), -EBUSY when a function is still in use after the retries or ftrace
+ * refused it, -ENODEV when @kpmod->mod is going away, -ENOMEM.  On failure
+ * nothing has changed, neither in the kernel nor in @kpmod and its
+ * functions.
  */
 int kpatch_register(struct kpatch_module *kpmod, bool replace)
 {
+	struct kpatch_module saved;
 	int ret;
 
 	if (!kpmod || !kpmod->mod || !kpmod->funcs || kpmod->num_funcs <= 0)
@@ -2578,9 +2745,12 @@ int kpatch_register(struct kpatch_module *kpmod, bool replace)
 		ret = -EINVAL;
 		goto out;
 	}
+	saved = *kpmod;
 	kpmod->name = kpmod->mod->name;
 	INIT_LIST_HEAD(&kpmod->list);
 	ret = kpatch_enable(kpmod, replace);
+	if (ret)
+		*kpmod = saved;		/* kpatch_enable() restored ->funcs */
 out:
 	mutex_unlock(&kpatch_mutex);
 	return ret;

@@ -644,6 +644,28 @@ modparam_positive() {
 	[ "$_mp_v" -gt 0 ]
 }
 
+# site FUNC: FUNC's line in enabled_functions and the lines ftrace
+# continues it on (those start with a tab: "\tdirect-->...")
+site() {
+	awk -v f="$1" '
+		found && /^[ \t]/ { print; next }
+		found { exit }
+		index($0, f) == 1 && substr($0, length(f) + 1, 1) ~ /[ \t]/ {
+			found = 1
+			print
+		}' "$TRACEFS/enabled_functions"
+}
+
+# on_direct FUNC: FUNC is called through kpatch's direct trampoline
+on_direct() {
+	site "$1" | grep -q 'direct-->kpatch_direct_tramp'
+}
+
+# on_handler FUNC: enabled_functions names kpatch_ftrace_handler for FUNC
+on_handler() {
+	site "$1" | grep -q 'kpatch_ftrace_handler'
+}
+
 # taint_value: /proc/sys/kernel/tainted
 taint_value() {
 	cat /proc/sys/kernel/tainted

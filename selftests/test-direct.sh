@@ -41,28 +41,6 @@ restore_direct() {
 }
 KP_CLEANUP_HOOK=restore_direct
 
-# site FUNC: FUNC's line in enabled_functions and the lines ftrace
-# continues it on (those start with a tab: "\tdirect-->...")
-site() {
-	awk -v f="$1" '
-		found && /^[ \t]/ { print; next }
-		found { exit }
-		index($0, f) == 1 && substr($0, length(f) + 1, 1) ~ /[ \t]/ {
-			found = 1
-			print
-		}' "$TRACEFS/enabled_functions"
-}
-
-# on_direct FUNC: FUNC is called through kpatch's direct trampoline
-on_direct() {
-	site "$1" | grep -q 'direct-->kpatch_direct_tramp'
-}
-
-# on_handler FUNC: enabled_functions names kpatch_ftrace_handler for FUNC
-on_handler() {
-	site "$1" | grep -q 'kpatch_ftrace_handler'
-}
-
 # ipmodify FUNC: an ftrace_ops with IPMODIFY (kpatch's fallback: the other
 # direct user has none) is on FUNC; the flags follow the count: " (1) R I"
 ipmodify() {

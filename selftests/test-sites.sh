@@ -31,23 +31,6 @@ cmd2=$(sym kpatch_test_cmdline_v2 kpatch_test_new) || bail "setup: find kpatch_t
 a=$(sym kpatch_test_value_a "$TARGET") || bail "setup: find kpatch_test_value_a"
 a1=$(sym kpatch_test_value_a_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_a_v1"
 
-# site FUNC: FUNC's line in enabled_functions and the lines ftrace
-# continues it on (as in test-direct.sh)
-site() {
-	awk -v f="$1" '
-		found && /^[ \t]/ { print; next }
-		found { exit }
-		index($0, f) == 1 && substr($0, length(f) + 1, 1) ~ /[ \t]/ {
-			found = 1
-			print
-		}' "$TRACEFS/enabled_functions"
-}
-
-# on_direct FUNC: FUNC is called through kpatch's direct trampoline
-on_direct() {
-	site "$1" | grep -q 'direct-->kpatch_direct_tramp'
-}
-
 # gone FUNC: FUNC is not in enabled_functions
 gone() {
 	! ftrace_enabled "$1"

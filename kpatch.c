@@ -22,7 +22,8 @@
  *     free what was removed and release the sites that no patch uses.
  *
  * When the stack check refuses, the update is tried again a few times
- * (the retries and retry_delay_ms parameters) before it fails.
+ * (the retries and retry_delay_ms parameters) before it fails.  Each try
+ * is prepared anew, and between tries the update holds no lock.
  *
  * Calls to a patched function leave it at its fentry call, through an
  * ftrace direct call of kpatch's trampoline or, where the kernel does not
@@ -2768,8 +2769,9 @@ EXPORT_SYMBOL_GPL(kpatch_register);
  * Context: process context; sleeps.
  * Return: 0 on success; -EINVAL if @kpmod is not enabled (for instance
  * because `unpatch` or a replacing patch already removed it); -EBUSY when
- * a function is still in use after the retries; -ENOMEM.  On failure the
- * patch stays enabled.
+ * a function is still in use after the retries, or when an `unpatch` of
+ * the same patch waits between its tries; -ENOMEM.  On failure the patch
+ * stays enabled.
  */
 int kpatch_unregister(struct kpatch_module *kpmod)
 {

@@ -120,9 +120,9 @@
  * When the stack check refuses an update (a function in use, a stack that
  * cannot be walked, a patched function called during the update), kpatch
  * sleeps and tries again, up to kpatch_retries more times, before it fails
- * with -EBUSY.  It sleeps with kpatch_mutex held, so the values are capped
- * to keep a typo from blocking every other update for hours.  Both are
- * read once per update.
+ * with -EBUSY.  It holds no lock while it sleeps (see kpatch_retry()); the
+ * values are capped all the same, so that a typo cannot keep a command
+ * waiting for hours.  Both are read at each try.
  */
 #define KPATCH_RETRIES_MAX		100U
 #define KPATCH_RETRY_DELAY_MS_MAX	10000U
@@ -152,10 +152,11 @@ MODULE_PARM_DESC(direct,
  */
 
 /*
- * kpatch_mutex serialises every update and every process-context reader of
- * the patch list and the function table.  The function table is only ever
- * written inside stop_machine() called with this mutex held, so a holder of
- * the mutex sees a table that nobody else can change.
+ * kpatch_mutex serialises every try of an update and every process-context
+ * reader of the patch list and the function table.  The function table is
+ * only ever written inside stop_machine() called with this mutex held, so a
+ * holder of the mutex sees a table that nobody else can change.  An update
+ * that waits between tries has dropped it (see kpatch_retry()).
  */
 static DEFINE_MUTEX(kpatch_mutex);
 

@@ -259,6 +259,7 @@ static unsigned long kpatch_direct_key[KPATCH_DIRECT_SLOTS] __used;
 static unsigned long kpatch_direct_target[KPATCH_DIRECT_SLOTS] __used;
 static unsigned int kpatch_direct_used;	/* slots live or gone */
 static unsigned int kpatch_direct_live;
+static bool kpatch_direct_full_logged;	/* until there is room again */
 
 /*
  * The state machine that keeps the redirect consistent while an update
@@ -1645,6 +1646,7 @@ static void kpatch_direct_remove(unsigned int slot)
 	       !kpatch_direct_key[(slot + 1) & mask]) {
 		WRITE_ONCE(kpatch_direct_key[slot], 0);
 		kpatch_direct_used--;
+		kpatch_direct_full_logged = false;
 		slot = (slot - 1) & mask;
 	}
 	WARN_ON_ONCE(!kpatch_direct_live && kpatch_direct_used);
@@ -1858,9 +1860,12 @@ static int kpatch_sites_add(struct kpatch_update *upd)
 				break;
 		}
 	}
-	if (!ret && full)
-		pr_warn("%s '%s': direct-call table full (%u slots in use): %u of its functions take the slower ftrace_ops path\n",
+	/* Once each time the table fills up, not for every patch after. */
+	if (!ret && full && !kpatch_direct_full_logged) {
+		pr_warn("%s '%s': direct-call table full (%u slots): %u of its functions take the slower ftrace_ops path, as will new ones until patches go\n",
 			upd->verb, kpmod->name, KPATCH_DIRECT_MAX, full);
+		kpatch_direct_full_logged = true;
+	}
 	if (ret) {
 		if (ret == -ENOMEM)
 			pr_err("%s '%s' refused: out of memory for the ftrace sites\n",

@@ -23,6 +23,13 @@
 #    once, although two patches fall back.  Unpatched again, with p0 still
 #    there, the next patch of 10 functions is on the direct path again.
 #
+# How soon the old table filled up depended on the layout of the keys: on
+# 6.1, kpatch_test_many's functions are 16 bytes apart, every key of the
+# churn hashed to a slot of its own and batch b20 fell back; on 6.12 and
+# 7.x (48 bytes apart: ENDBR and call padding) many keys probed into a
+# tombstone and reused it, and 2,600 functions were not enough.  The fill,
+# which leaves 2,048 tombstones behind, showed it on every kernel.
+#
 # Each batch is a command of its own (a command is at most 4096 bytes: 100
 # address pairs take 3,400).  Only a few functions of each batch are called
 # and looked up in enabled_functions, to keep the time down.  Should a

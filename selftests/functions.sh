@@ -57,7 +57,7 @@ KP_TEST_MODULES="kpatch_test_sib kpatch_test_sib_new"
 KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_direct kpatch_test_nmi kpatch_test_going"
 KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_stress"
 KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_kprobe kpatch_test_api kpatch_test_exit"
-KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_coming"
+KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_coming kpatch_test_many"
 KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_busy kpatch_test_new kpatch_test_target"
 
 KP_SUITE=$(basename "$0" .sh | sed 's/^test-//; s/^[0-9]*-//')

@@ -112,23 +112,6 @@ repeat() {
 	echo "$_rp_out"
 }
 
-# site FUNC: FUNC's line in enabled_functions and the lines ftrace
-# continues it on (as in test-direct.sh)
-site() {
-	awk -v f="$1" '
-		found && /^[ \t]/ { print; next }
-		found { exit }
-		index($0, f) == 1 && substr($0, length(f) + 1, 1) ~ /[ \t]/ {
-			found = 1
-			print
-		}' "$TRACEFS/enabled_functions"
-}
-
-# on_direct FUNC: FUNC is called through kpatch's direct trampoline
-on_direct() {
-	site "$1" | grep -q 'direct-->kpatch_direct_tramp'
-}
-
 # check_direct WHAT I...: assert f<I>... are on the direct path; the site
 # of the first one that is not is shown
 check_direct() {

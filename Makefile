@@ -11,8 +11,12 @@
 # make bench            measure kpatch under icount in VMs on every test kernel
 # make clean
 
+# With KDIR, the release its modules are built for (what vermagic says).
+# Not include/config/kernel.release: Debian 12's 6.1 headers have
+# "6.1.192" there for 6.1.0-57-amd64.
 ifdef KDIR
-KVER ?= $(shell cat $(KDIR)/include/config/kernel.release)
+KVER ?= $(shell sed -n 's/.*UTS_RELEASE "\(.*\)"/\1/p' \
+		$(KDIR)/include/generated/utsrelease.h)
 else
 KVER ?= $(shell uname -r)
 KDIR := /lib/modules/$(KVER)/build

@@ -61,7 +61,9 @@ SUITES_BPO='bookworm-backports'
 # minbase) kept in the cache; sparse is there for lint.sh.
 SID_SUITE=unstable
 SID_ROOT=$CACHE/chroot/$SID_SUITE
-SID_PACKAGES=gcc,make,sparse
+# xz-utils: modules_install compresses modules with xz on Debian's 7.x
+# (CONFIG_MODULE_COMPRESS_XZ), for the test of make install (build_example).
+SID_PACKAGES=gcc,make,sparse,xz-utils
 
 # Console patterns that fail a kernel's run.  "WARNING:" only at the start of a
 # message: boot-time mitigation notices contain "... : WARNING: ..." too.
@@ -298,6 +300,7 @@ setup_unstable() {
 		in_root "$SID_ROOT" apt-get update -q >&2
 		touch "$stamp"
 	fi
+	sid_install_missing
 	ver=$(in_root "$SID_ROOT" apt-cache show --no-all-versions "$META" 2>/dev/null |
 		sed -n 's/^Version: //p')
 	kver=$(in_root "$SID_ROOT" apt-cache show --no-all-versions "$META" 2>/dev/null |
@@ -334,6 +337,22 @@ setup_unstable() {
 	fi
 	fetch_kernel "$kver" "$SID_ROOT"
 	echo "$kver $SID_SUITE $ver"
+}
+
+# sid_install_missing: install the SID_PACKAGES that the chroot lacks (it
+# was made before they were added there)
+sid_install_missing() {
+	local p missing=()
+	for p in ${SID_PACKAGES//,/ }; do
+		# shellcheck disable=SC2016 # a dpkg-query format
+		[[ $(in_root "$SID_ROOT" dpkg-query -W -f='${db:Status-Abbrev}' \
+			"$p" 2>/dev/null) == ii* ]] || missing+=("$p")
+	done
+	((${#missing[@]})) || return 0
+	log "installing ${missing[*]} in the $SID_SUITE chroot"
+	in_root "$SID_ROOT" apt-get install -y -q --no-install-recommends \
+		"${missing[@]}" >&2
+	in_root "$SID_ROOT" apt-get clean
 }
 
 cmd_setup() {

@@ -3,16 +3,24 @@
 # make                  build kpatch.ko for the running kernel
 # make KDIR=<dir>       build it against another kernel's build directory
 # make KVER=<version>   the same, for /lib/modules/<version>/build
-# make install          install kpatch.ko into /lib/modules/<version>/extra
-# make uninstall        remove it again
+# make install          install kpatch.ko into /lib/modules/<version>/extra,
+#                       and what a patch module builds against: kpatch.h
+#                       into /usr/src/kpatch-<kpatch version>/ and
+#                       kpatch.ko's Module.symvers into its <version>/
+# make install DESTDIR=<dir>  the same under <dir> (a staging root; no depmod)
+# make uninstall        remove them again (KVER=, DESTDIR= as for install)
 # make demo             show a live patch in a VM (installs what it needs)
 # make check            run the whole test suite in VMs on every test kernel
 # make lint             review gates: checkpatch, sparse, W=1, shellcheck
 # make bench            measure kpatch under icount in VMs on every test kernel
 # make clean
 
+# With KDIR, the release its modules are built for (what vermagic says).
+# Not include/config/kernel.release: Debian 12's 6.1 headers have
+# "6.1.192" there for 6.1.0-57-amd64.
 ifdef KDIR
-KVER ?= $(shell cat $(KDIR)/include/config/kernel.release)
+KVER ?= $(shell sed -n 's/.*UTS_RELEASE "\(.*\)"/\1/p' \
+		$(KDIR)/include/generated/utsrelease.h)
 else
 KVER ?= $(shell uname -r)
 KDIR := /lib/modules/$(KVER)/build
@@ -23,19 +31,41 @@ endif
 MODSIGN ?= $(if $(wildcard $(KDIR)/certs/signing_key.pem \
 			   $(KDIR)/output/signing_key.pem),,CONFIG_MODULE_SIG_ALL=)
 
+# The kpatch version, from kpatch.c, and where patch modules find kpatch.h
+# and, per kernel, kpatch.ko's Module.symvers (Documentation.txt, "Writing
+# a patch module").  DKMS's builds install them there too (dkms.conf).
+VERSION := $(shell sed -n 's/^MODULE_VERSION("\(.*\)");$$/\1/p' kpatch.c)
+DEVDIR ?= /usr/src/kpatch-$(VERSION)
+# INSTALL_MOD_PATH, the kernel's name for it, works as well.
+DESTDIR ?= $(INSTALL_MOD_PATH)
+
 all: modules
 
 modules:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
 
-install: modules
+install: modules install-devel
 	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_DIR=extra $(MODSIGN) \
-		modules_install
-	depmod -a $(KVER)
+		INSTALL_MOD_PATH=$(DESTDIR) modules_install
+	$(if $(DESTDIR),,depmod -a $(KVER))
 
+# kpatch.h and this build's Module.symvers, for patch modules (DKMS runs
+# this after its build, see dkms.conf)
+install-devel: modules
+	install -D -m 644 kpatch.h $(DESTDIR)$(DEVDIR)/kpatch.h
+	install -D -m 644 Module.symvers $(DESTDIR)$(DEVDIR)/$(KVER)/Module.symvers
+
+# kpatch.h stays while anything else is left in its directory: another
+# kernel's Module.symvers, or the DKMS source tree that is also there.
 uninstall:
-	rm -f /lib/modules/$(KVER)/extra/kpatch.ko*
-	depmod -a $(KVER)
+	rm -f $(DESTDIR)/lib/modules/$(KVER)/extra/kpatch.ko*
+	rm -f $(DESTDIR)$(DEVDIR)/$(KVER)/Module.symvers
+	rmdir $(DESTDIR)$(DEVDIR)/$(KVER) 2>/dev/null || true
+	if [ "$$(ls -A $(DESTDIR)$(DEVDIR) 2>/dev/null)" = kpatch.h ]; then \
+		rm -f $(DESTDIR)$(DEVDIR)/kpatch.h && \
+		rmdir $(DESTDIR)$(DEVDIR); \
+	fi
+	$(if $(DESTDIR),,depmod -a $(KVER))
 
 clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) clean
@@ -56,4 +86,4 @@ bench:
 	selftests/testbed.sh setup
 	selftests/testbed.sh bench
 
-.PHONY: all modules install uninstall clean demo check lint bench
+.PHONY: all modules install install-devel uninstall clean demo check lint bench

@@ -4,12 +4,15 @@
 # lint.sh - review gates; any finding fails the run.
 #
 #   checkpatch.pl --strict (from Debian's linux-source package) on kpatch.c,
-#     kpatch.h, the test modules and the guest helpers (selftests/*.c)
-#   sparse (make C=2) and W=1 builds of kpatch.ko and the test modules, on
+#     kpatch.h, the test modules, the example patch module and the guest
+#     helpers (selftests/*.c)
+#   sparse (make C=2) and W=1 builds of kpatch.ko, the test modules and the
+#     example patch module, on
 #     every kernel of the test bed (selftests/testbed.sh setup lists them;
 #     the newest is built in its Debian unstable chroot, which has sparse)
 #   ShellCheck on every shell script
 #   one version string in kpatch.c, dkms.conf, README.md, Documentation.txt
+#     and the example's Makefile
 #
 # Installs what it needs.  Run from anywhere; `make lint` runs it.
 
@@ -58,15 +61,18 @@ gate_checkpatch() {
 	cp=$(checkpatch)
 	for f in "$SRC"/kpatch.c "$SRC"/kpatch.h "$SRC"/selftests/*.c \
 		 "$SRC"/selftests/test_modules/*.[ch] \
+		 "$SRC"/selftests/example/*.c \
 		 "$SRC"/selftests/bench/*.[ch]; do
 		out=$(perl "$cp" --no-tree --strict --quiet -f "$f" 2>&1) ||
 			{ echo "$out"; fail "checkpatch: ${f#"$SRC"/}"; }
 	done
 }
 
-# build_gate KVER FLAGS [HOOKS]: build kpatch.ko and the test modules with
-# FLAGS in a scratch copy (HOOKS=1: the selftests' hooked build and its
-# test modules); any compiler or sparse diagnostic is a finding.  testbed.sh
+# build_gate KVER FLAGS [HOOKS]: build kpatch.ko, the test modules and the
+# example with FLAGS in a scratch copy (HOOKS=1: the selftests' hooked build
+# and its test modules); any compiler or sparse diagnostic is a finding.
+# (The example is built here with its Kbuild only, against the scratch
+# kpatch.ko; testbed.sh builds it against an installed one.)  testbed.sh
 # kmake builds on the host, or in the chroot that has KVER's headers (the
 # newest kernel's, from Debian unstable).
 build_gate() {
@@ -74,12 +80,17 @@ build_gate() {
 	local kmake=("$SRC/selftests/testbed.sh" kmake "$1")
 	dir=$(mktemp -d)
 	cp "$SRC"/{kpatch.c,kpatch.h,Kbuild} "$dir/"
-	cp -r "$SRC"/selftests/test_modules "$dir/"
+	cp -r "$SRC"/selftests/test_modules "$SRC"/selftests/example "$dir/"
 	out=$( { "${kmake[@]}" "$dir" M="$dir" "$flags" \
 			KPATCH_TEST_HOOKS="$hooks" modules &&
 		 "${kmake[@]}" "$dir" M="$dir/test_modules" "$flags" \
 			KPATCH_TEST_HOOKS="$hooks" \
-			KBUILD_EXTRA_SYMBOLS="$dir/Module.symvers" modules; } 2>&1) ||
+			KBUILD_EXTRA_SYMBOLS="$dir/Module.symvers" modules &&
+		 if [[ $hooks == 0 ]]; then
+			"${kmake[@]}" "$dir" M="$dir/example" "$flags" \
+				KPATCH_DIR="$dir" \
+				KBUILD_EXTRA_SYMBOLS="$dir/Module.symvers" modules
+		 fi; } 2>&1) ||
 		{ echo "$out" | tail -20; fail "build $kver $flags hooks=$hooks"; }
 	# (kbuild only warns, without "warning:", when it cannot run sparse)
 	if grep -E '(warning|error):|is not available' <<<"$out"; then
@@ -117,7 +128,7 @@ gate_version() {
 	[[ -n $v ]] || { fail "no MODULE_VERSION in kpatch.c"; return; }
 	grep -qx "PACKAGE_VERSION=\"$v\"" "$SRC/dkms.conf" ||
 		fail "dkms.conf PACKAGE_VERSION is not $v"
-	for f in README.md Documentation.txt; do
+	for f in README.md Documentation.txt selftests/example/Makefile; do
 		grep -qF "$v" "$SRC/$f" || fail "$f does not mention version $v"
 	done
 }

@@ -9,7 +9,9 @@
 #
 #   testbed.sh setup              install packages, headers and guest kernels
 #   testbed.sh build KVER OUTDIR  build kpatch.ko (plain and hooked), test modules
-#                                 and the guest helpers (selftests/*.c) for KVER
+#                                 and the guest helpers (selftests/*.c) for KVER;
+#                                 `make install` it into OUTDIR/stage and build
+#                                 selftests/example against that
 #   testbed.sh run [KVER...]      build + boot + test (default: all kernels),
 #                                 then a second boot with lockdown=integrity
 #                                 that runs selftests/lockdown.sh
@@ -59,7 +61,9 @@ SUITES_BPO='bookworm-backports'
 # minbase) kept in the cache; sparse is there for lint.sh.
 SID_SUITE=unstable
 SID_ROOT=$CACHE/chroot/$SID_SUITE
-SID_PACKAGES=gcc,make,sparse
+# xz-utils: modules_install compresses modules with xz on Debian's 7.x
+# (CONFIG_MODULE_COMPRESS_XZ), for the test of make install (build_example).
+SID_PACKAGES=gcc,make,sparse,xz-utils
 
 # Console patterns that fail a kernel's run.  "WARNING:" only at the start of a
 # message: boot-time mitigation notices contain "... : WARNING: ..." too.
@@ -296,6 +300,7 @@ setup_unstable() {
 		in_root "$SID_ROOT" apt-get update -q >&2
 		touch "$stamp"
 	fi
+	sid_install_missing
 	ver=$(in_root "$SID_ROOT" apt-cache show --no-all-versions "$META" 2>/dev/null |
 		sed -n 's/^Version: //p')
 	kver=$(in_root "$SID_ROOT" apt-cache show --no-all-versions "$META" 2>/dev/null |
@@ -332,6 +337,22 @@ setup_unstable() {
 	fi
 	fetch_kernel "$kver" "$SID_ROOT"
 	echo "$kver $SID_SUITE $ver"
+}
+
+# sid_install_missing: install the SID_PACKAGES that the chroot lacks (it
+# was made before they were added there)
+sid_install_missing() {
+	local p missing=()
+	for p in ${SID_PACKAGES//,/ }; do
+		# shellcheck disable=SC2016 # a dpkg-query format
+		[[ $(in_root "$SID_ROOT" dpkg-query -W -f='${db:Status-Abbrev}' \
+			"$p" 2>/dev/null) == ii* ]] || missing+=("$p")
+	done
+	((${#missing[@]})) || return 0
+	log "installing ${missing[*]} in the $SID_SUITE chroot"
+	in_root "$SID_ROOT" apt-get install -y -q --no-install-recommends \
+		"${missing[@]}" >&2
+	in_root "$SID_ROOT" apt-get clean
 }
 
 cmd_setup() {
@@ -415,15 +436,32 @@ kernel_root() {
 	fi
 }
 
-# kmake KVER TREE ARG...: make -C KVER's build dir ARG...; in the chroot
-# that has the headers, TREE is bind-mounted at the same path in it.
+# kroot_kdir KVER: KVER's build dir as kroot_run's commands see it
+kroot_kdir() {
+	if [[ -n $(kernel_root "$1") ]]; then
+		echo "/lib/modules/$1/build"
+	else
+		host_kdir "$1"
+	fi
+}
+
+# kmake KVER TREE ARG...: make -C KVER's build dir ARG... (see kroot_run)
 kmake() {
+	local kver=$1 tree=$2
+	shift 2
+	kroot_run "$kver" "$tree" make -C "$(kroot_kdir "$kver")" "$@"
+}
+
+# kroot_run KVER TREE CMD...: run CMD where KVER's modules are built: on
+# the host, or in the chroot that has its headers, with TREE bind-mounted
+# at the same path in it.
+kroot_run() {
 	local kver=$1 tree=$2 root
 	shift 2
 	root=$(kernel_root "$kver") ||
 		die "no headers for $kver in /lib/modules/$kver/build or $SID_ROOT (run: $SELF setup)"
 	if [[ -z $root ]]; then
-		make -C "$(host_kdir "$kver")" "$@"
+		"$@"
 		return
 	fi
 	tree=$(realpath "$tree")
@@ -434,7 +472,7 @@ kmake() {
 		'mount -t proc proc "$0/proc"; mount --bind "$1" "$0$1"; shift
 		 exec chroot "$0" "$@"' "$root" "$tree" \
 		env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C \
-		make -C "/lib/modules/$kver/build" "$@" || rc=$?
+		"$@" || rc=$?
 	rmdir "$root$tree" 2>/dev/null || true
 	return "$rc"
 }
@@ -482,6 +520,8 @@ cmd_build() {
 		fi
 	fi
 
+	build_example "$kver" "$out" "$jobs"
+
 	# The same again with the test hooks compiled in (see Kbuild), in
 	# hooks/: kpatch.ko and the test modules that use the hooks.
 	log "building the hooked kpatch.ko and its test modules for $kver"
@@ -509,6 +549,44 @@ cmd_build() {
 		[[ -x $out/bin/${f%.c} ]] || die "${f%.c} was not built"
 	done
 	sign_modules "$kver" "$out"
+}
+
+# build_example KVER OUT JOBS: `make install` of the kpatch.ko just built in
+# OUT into the staging root OUT/stage (DESTDIR), then the example patch
+# module (selftests/example) in OUT/example with its own Makefile, as
+# Documentation.txt tells a patch author, against the kpatch.h and
+# Module.symvers under OUT/stage only.  test-example.sh loads it.
+build_example() {
+	local kver=$1 out=$2 jobs=$3 kdir ver dev blog=$2/build-example.log
+	kdir=$(kroot_kdir "$kver")
+	ver=$(sed -n 's/^MODULE_VERSION("\(.*\)");$/\1/p' "$out/kpatch.c")
+	dev=$out/stage/usr/src/kpatch-$ver
+	log "make install of kpatch.ko for $kver into $out/stage"
+	# W=1 as for the build above, or kbuild would build kpatch.ko again.
+	# (Its log is not checked for warnings: modules_install warns that
+	# distribution headers lack System.map.)
+	kroot_run "$kver" "$out" make -C "$out" KDIR="$kdir" DESTDIR="$out/stage" \
+		W=1 install 2>&1 | tee "$out/build-install.log" >&2
+	[[ -e $dev/kpatch.h && -e $dev/$kver/Module.symvers ]] ||
+		die "make install left no $dev/kpatch.h and $dev/$kver/Module.symvers"
+	[[ -n $(find "$out/stage/lib/modules/$kver/extra" -name 'kpatch.ko*') ]] ||
+		die "make install left no kpatch.ko in $out/stage/lib/modules/$kver/extra"
+
+	log "building the example patch module for $kver against $dev"
+	cp -r "$SRC/selftests/example" "$out/example"
+	kroot_run "$kver" "$out" make -C "$out/example" KDIR="$kdir" \
+		KPATCH_DIR="$dev" W=1 -j"$jobs" 2>&1 | tee "$blog" >&2
+	if grep -i 'warning:' "$blog" >&2; then
+		die "example build for $kver printed warnings (W=1)"
+	fi
+	[[ -e $out/example/kpatch_example.ko ]] || die "kpatch_example.ko was not built"
+	# kbuild's record of the headers it read: the installed kpatch.h, and
+	# not the one it was installed from
+	grep -qF "$dev/kpatch.h" "$out/example/.kpatch_example.o.cmd" ||
+		die "the example was not built with $dev/kpatch.h"
+	if grep -qF "$out/kpatch.h" "$out/example/.kpatch_example.o.cmd"; then
+		die "the example was built with $out/kpatch.h, not the installed one"
+	fi
 }
 
 # check_tramp KO: the direct trampoline starts on a 16-byte boundary.  The
@@ -548,7 +626,7 @@ sign_modules() {
 		[[ $(tail -c 28 "$ko") == '~Module signature appended~' ]] ||
 			die "$ko has no signature after sign-file"
 		n=$((n + 1))
-	done < <(find "$2" -name '*.ko' -print0)
+	done < <(find "$2" -path "$2/stage" -prune -o -name '*.ko' -print0)
 	log "signed $n modules with $kdir/certs/signing_key.pem"
 }
 
@@ -570,6 +648,10 @@ make_initramfs() {
 	cp "$out/kpatch.ko" "$root/kpatch/"
 	if [[ -d $out/test_modules ]]; then
 		find "$out/test_modules" -name '*.ko' -exec cp {} "$root/kpatch/test_modules/" \;
+	fi
+	# The example patch module (see build_example), with the test modules.
+	if [[ -e $out/example/kpatch_example.ko ]]; then
+		cp "$out/example/kpatch_example.ko" "$root/kpatch/test_modules/"
 	fi
 	# The hooked build (see cmd_build), for the tests that need it.
 	if [[ -d $out/hooks ]]; then

@@ -8,6 +8,15 @@
 # module, is listed and pinned like any other, is removed with
 # "unpatch kpatch_test_api", and with replace=1 removes the other patches.
 #
+# A kpatch_register() that fails leaves the caller's structures as they
+# were: with check_intact=1 kpatch_test_api registers a two-function
+# patch whose second function is refused late, compares the struct
+# kpatch_module and the funcs array with copies made before the call, and
+# logs whether they are intact (see kpatch_test_api.c).  A patch module
+# that made /sys/kernel/kpatch/patches/<its name> itself, as the 2014
+# patch modules did (own_kobj=1), is refused with EEXIST, and the log says
+# that the directory already exists.
+#
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
 
@@ -112,4 +121,88 @@ check_not "kpatch_test_api is not loaded" mod_loaded kpatch_test_api
 check_state_unchanged
 check_eq "only the debugfs patch in effect" "a=1 b=21" "$(target_values)"
 expect_ok unpatch kpatch_test_api
+check_no_splat
+
+# intact_line ERR: an ERE for kpatch_test_api's line saying that the
+# structures are intact after a kpatch_register() that returned ERR
+intact_line() {
+	printf 'kpatch_test_api: structures intact after failed register [(]err %s[)]' "$1"
+}
+
+# says_exists: does a kpatch line of $msgs say that patches/kpatch_test_api
+# already exists?
+says_exists() {
+	printf '%s\n' "$msgs" | grep -F 'kpatch: ' |
+		grep -F 'patches/kpatch_test_api' | grep -qF 'already exists'
+}
+
+start_test "a failed register leaves the structures intact: bad second function"
+log_mark
+save_state
+check "insmod kpatch_test_api check_intact=1 succeeds (structures intact)" \
+	load_mod kpatch_test_api check_intact=1
+msgs=$(log_since_mark)
+diag "kernel log:" "$msgs"
+check_grep "kpatch refused the second function, after resolving the first" \
+	'kpatch: kpatch_test_api: .*kpatch_test_value_b[+]0x1' \
+	"$msgs"
+check_grep "kpatch_register() returned EINVAL and left the structures intact" \
+	"$(intact_line -22)" "$msgs"
+check_patches "nothing patched"
+check_eq "original values" "a=1 b=2" "$(target_values)"
+if mod_loaded kpatch_test_api; then
+	check "rmmod kpatch_test_api succeeds" unload_mod kpatch_test_api
+fi
+check_state_unchanged
+check_no_splat
+
+start_test "a failed register leaves the structures intact: function on a stack"
+log_mark
+check "insmod kpatch_test_busy succeeds" load_mod kpatch_test_busy
+busy=$(sym kpatch_test_busy_fn kpatch_test_busy) || bail "setup: find kpatch_test_busy_fn"
+check "the kpatch_busy thread waits in kpatch_test_busy_fn" \
+	wait_until modparam_is kpatch_test_busy state 1
+save_state
+check "insmod kpatch_test_api check_intact=1 intact_old=0x$busy succeeds (structures intact)" \
+	load_mod kpatch_test_api check_intact=1 "intact_old=0x$busy"
+msgs=$(log_since_mark)
+diag "kernel log:" "$msgs"
+check_grep "the stack check refused the patch" \
+	"kpatch: patch 'kpatch_test_api' refused.*kpatch_test_busy_fn[+].*pid $(modparam kpatch_test_busy pid) " \
+	"$msgs"
+check_grep "kpatch_register() returned EBUSY and left the structures intact" \
+	"$(intact_line -16)" "$msgs"
+check_patches "nothing patched"
+check_eq "original values" "a=1 b=2" "$(target_values)"
+if mod_loaded kpatch_test_api; then
+	check "rmmod kpatch_test_api succeeds" unload_mod kpatch_test_api
+fi
+check_state_unchanged
+check "rmmod kpatch_test_busy succeeds" unload_mod kpatch_test_busy
+check_no_splat
+
+start_test "a 2014-style patch module that made its own sysfs directory"
+log_mark
+save_state
+check_not "insmod kpatch_test_api own_kobj=1 fails" \
+	load_mod kpatch_test_api own_kobj=1
+# EEXIST, which 7.x's module loader hands to insmod as EBUSY (see above)
+check_grep "insmod reports EEXIST (or EBUSY)" '[Ee]xists|[Bb]usy' "$KP_OUT"
+msgs=$(log_since_mark)
+diag "kernel log:" "$msgs"
+check_grep "precondition: the module made patches/kpatch_test_api" \
+	'kpatch_test_api: own_kobj=1: made its own directory patches/kpatch_test_api$' \
+	"$msgs"
+check_grep "kpatch_register() returned EEXIST" \
+	'kpatch_test_api: kpatch_register[(][)] failed: -17$' "$msgs"
+check "kpatch logs that patches/kpatch_test_api already exists" says_exists
+check_not "kpatch_test_api is not loaded" mod_loaded kpatch_test_api
+check_sysfs_patches "no directory left in $KP_SYSFS_PATCHES"
+check_state_unchanged
+check_eq "original values" "a=1 b=2" "$(target_values)"
+load_api
+check_eq "the module registers its patch without its own directory" \
+	"a=31 b=2" "$(target_values)"
+expect_ok unpatch kpatch_test_api
+check "rmmod kpatch_test_api succeeds after unpatch" unload_mod kpatch_test_api
 check_no_splat

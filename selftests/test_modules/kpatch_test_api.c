@@ -12,6 +12,23 @@
  * succeeded: the module is freed right away, and kpatch must take the
  * patch out as the module goes, or the patch points into freed memory.
  *
+ * With check_intact=1 the init registers a two-function patch whose first
+ * function is good and whose second one makes kpatch_register() fail late:
+ * its old address is intact_old, by default one byte into
+ * kpatch_test_value_b() (not a function start: -EINVAL once the first
+ * function has been resolved); the test also passes the address of a
+ * function that is on a task's stack (-EBUSY from the stack check).  The
+ * init copies the struct kpatch_module and its funcs array before the
+ * call, compares them after it, and logs either "structures intact after
+ * failed register (err N)" or "structures changed after failed register
+ * (err N):" and the fields that changed.  It returns 0 if they are intact
+ * (nothing is patched then), else -EINVAL.
+ *
+ * With own_kobj=1 the init first creates /sys/kernel/kpatch/patches/<its
+ * module name> itself, as the 2014 kpatch patch modules did, then calls
+ * kpatch_register(), which must refuse that with -EEXIST.  The init logs
+ * "kpatch_register() failed: N", removes its directory again and fails.
+ *
  * kpatch pins this module while the patch is enabled; remove it with
  * "echo unpatch kpatch_test_api > /sys/kernel/debug/kpatch/control",
  * then rmmod.  Module exit unregisters the patch only if it is still
@@ -24,6 +41,7 @@
 
 #include <linux/compiler.h>
 #include <linux/kernel.h>
+#include <linux/kobject.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 #include <linux/string.h>
@@ -42,6 +60,21 @@ MODULE_PARM_DESC(which, "functions to patch: a, b or ab (default a)");
 static bool fail_init;
 module_param(fail_init, bool, 0444);
 MODULE_PARM_DESC(fail_init, "fail the init after a successful kpatch_register() (default 0)");
+
+static bool check_intact;
+module_param(check_intact, bool, 0444);
+MODULE_PARM_DESC(check_intact,
+		 "register a patch whose second function fails and check that the structures are unchanged (default 0)");
+
+static unsigned long intact_old;
+module_param(intact_old, ulong, 0444);
+MODULE_PARM_DESC(intact_old,
+		 "with check_intact: old address of the second function (default: kpatch_test_value_b + 1)");
+
+static bool own_kobj;
+module_param(own_kobj, bool, 0444);
+MODULE_PARM_DESC(own_kobj,
+		 "create /sys/kernel/kpatch/patches/<module name> before kpatch_register(), as 2014 patch modules did (default 0)");
 
 static noinline int kpatch_test_api_value_a(void)
 {
@@ -62,10 +95,117 @@ static struct kpatch_module kpatch_test_api_kpmod = {
 	.funcs = kpatch_test_api_funcs,
 };
 
+/* The fields that differ between two copies, for the log. */
+struct kpatch_test_api_diff {
+	char buf[512];
+	size_t len;
+};
+
+static void kpatch_test_api_cmp(struct kpatch_test_api_diff *d, int func,
+				const char *field, const void *before,
+				const void *after, size_t size)
+{
+	if (!memcmp(before, after, size))
+		return;
+	if (func < 0)
+		d->len += scnprintf(d->buf + d->len, sizeof(d->buf) - d->len,
+				    " %s", field);
+	else
+		d->len += scnprintf(d->buf + d->len, sizeof(d->buf) - d->len,
+				    " funcs[%d].%s", func, field);
+}
+
+static void kpatch_test_api_cmp_func(struct kpatch_test_api_diff *d, int i,
+				     const struct kpatch_func *b,
+				     const struct kpatch_func *a)
+{
+	kpatch_test_api_cmp(d, i, "new_addr", &b->new_addr, &a->new_addr,
+			    sizeof(a->new_addr));
+	kpatch_test_api_cmp(d, i, "new_size", &b->new_size, &a->new_size,
+			    sizeof(a->new_size));
+	kpatch_test_api_cmp(d, i, "old_addr", &b->old_addr, &a->old_addr,
+			    sizeof(a->old_addr));
+	kpatch_test_api_cmp(d, i, "old_size", &b->old_size, &a->old_size,
+			    sizeof(a->old_size));
+	kpatch_test_api_cmp(d, i, "node", &b->node, &a->node, sizeof(a->node));
+	kpatch_test_api_cmp(d, i, "kpmod", &b->kpmod, &a->kpmod,
+			    sizeof(a->kpmod));
+	kpatch_test_api_cmp(d, i, "ip", &b->ip, &a->ip, sizeof(a->ip));
+	kpatch_test_api_cmp(d, i, "op", &b->op, &a->op, sizeof(a->op));
+}
+
+static void kpatch_test_api_cmp_kpmod(struct kpatch_test_api_diff *d,
+				      const struct kpatch_module *b,
+				      const struct kpatch_module *a)
+{
+	kpatch_test_api_cmp(d, -1, "mod", &b->mod, &a->mod, sizeof(a->mod));
+	kpatch_test_api_cmp(d, -1, "funcs", &b->funcs, &a->funcs,
+			    sizeof(a->funcs));
+	kpatch_test_api_cmp(d, -1, "num_funcs", &b->num_funcs, &a->num_funcs,
+			    sizeof(a->num_funcs));
+	kpatch_test_api_cmp(d, -1, "enabled", &b->enabled, &a->enabled,
+			    sizeof(a->enabled));
+	kpatch_test_api_cmp(d, -1, "list", &b->list, &a->list, sizeof(a->list));
+	kpatch_test_api_cmp(d, -1, "kobj", &b->kobj, &a->kobj, sizeof(a->kobj));
+	kpatch_test_api_cmp(d, -1, "name", &b->name, &a->name, sizeof(a->name));
+	kpatch_test_api_cmp(d, -1, "pins", &b->pins, &a->pins, sizeof(a->pins));
+	kpatch_test_api_cmp(d, -1, "num_pins", &b->num_pins, &a->num_pins,
+			    sizeof(a->num_pins));
+}
+
+/*
+ * check_intact=1: a failed kpatch_register() must leave the caller's
+ * struct kpatch_module and funcs array byte for byte as they were.
+ */
+static int kpatch_test_api_check_intact(void)
+{
+	static struct kpatch_func funcs_before[ARRAY_SIZE(kpatch_test_api_funcs)];
+	static struct kpatch_module kpmod_before;
+	struct kpatch_module *kpmod = &kpatch_test_api_kpmod;
+	struct kpatch_func *funcs = kpatch_test_api_funcs;
+	struct kpatch_test_api_diff d = { .len = 0 };
+	unsigned int i;
+	int ret;
+
+	funcs[0].old_addr = (unsigned long)kpatch_test_value_a;
+	funcs[0].new_addr = (unsigned long)kpatch_test_api_value_a;
+	funcs[1].old_addr = intact_old ?: (unsigned long)kpatch_test_value_b + 1;
+	funcs[1].new_addr = (unsigned long)kpatch_test_api_value_b;
+	kpmod->num_funcs = ARRAY_SIZE(kpatch_test_api_funcs);
+	pr_info("check_intact=1: second old function %pS\n",
+		(void *)funcs[1].old_addr);
+
+	memcpy(&kpmod_before, kpmod, sizeof(kpmod_before));
+	memcpy(funcs_before, funcs, sizeof(funcs_before));
+	ret = kpatch_register(kpmod, false);
+	if (!ret) {
+		pr_err("kpatch_register() succeeded, expected it to fail\n");
+		kpatch_unregister(kpmod);
+		return -EINVAL;
+	}
+
+	if (!memcmp(&kpmod_before, kpmod, sizeof(kpmod_before)) &&
+	    !memcmp(funcs_before, funcs, sizeof(funcs_before))) {
+		pr_info("structures intact after failed register (err %d)\n",
+			ret);
+		return 0;
+	}
+	kpatch_test_api_cmp_kpmod(&d, &kpmod_before, kpmod);
+	for (i = 0; i < ARRAY_SIZE(funcs_before); i++)
+		kpatch_test_api_cmp_func(&d, i, &funcs_before[i], &funcs[i]);
+	pr_err("structures changed after failed register (err %d):%s\n", ret,
+	       d.len ? d.buf : " (padding)");
+	return -EINVAL;
+}
+
 static int __init kpatch_test_api_init(void)
 {
 	struct kpatch_func *f = kpatch_test_api_funcs;
+	struct kobject *kobj = NULL;
 	int ret;
+
+	if (check_intact)
+		return kpatch_test_api_check_intact();
 
 	if (strcmp(which, "a") && strcmp(which, "b") && strcmp(which, "ab")) {
 		pr_err("which=%s: must be a, b or ab\n", which);
@@ -84,10 +224,27 @@ static int __init kpatch_test_api_init(void)
 	}
 	kpatch_test_api_kpmod.num_funcs = f - kpatch_test_api_funcs;
 
+	if (own_kobj) {
+		kobj = kobject_create_and_add(THIS_MODULE->name,
+					      kpatch_patches_kobj);
+		if (!kobj)
+			return -ENOMEM;
+		pr_info("own_kobj=1: made its own directory patches/%s\n",
+			THIS_MODULE->name);
+	}
+
 	ret = kpatch_register(&kpatch_test_api_kpmod, replace);
 	if (ret) {
 		pr_info("kpatch_register() failed: %d\n", ret);
+		kobject_put(kobj);
 		return ret;
+	}
+	/* kpatch must refuse a patch whose directory exists. */
+	if (kobj) {
+		pr_err("own_kobj=1: kpatch_register() succeeded, expected -EEXIST\n");
+		kpatch_unregister(&kpatch_test_api_kpmod);
+		kobject_put(kobj);
+		return -EINVAL;
 	}
 	if (fail_init) {
 		pr_info("fail_init=1: init fails after kpatch_register()\n");

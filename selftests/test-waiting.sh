@@ -1,0 +1,300 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# test-waiting.sh - an update that sleeps between tries holds nothing.
+# With retries=100 and retry_delay_ms=1000, a patch of
+# kpatch_test_busy_fn() (on the stack of kpatch_test_busy's thread) is
+# refused by the stack check and sleeps a second between tries for up to
+# 100 s.  Meanwhile, from other processes:
+#
+# - the patches file can be read at once, and does not list the sleeping
+#   patch;
+# - a patch of another function, and its unpatch, succeed and work;
+# - a patch module calling kpatch_register() from its init loads;
+# - a second patch with the sleeping patch's name fails with EEXIST.
+#
+# While an unpatch of a patch whose new function is in use sleeps, a
+# second unpatch of it and a replace (which would remove it too) fail with
+# EBUSY, and each refusal logs a line.  Once the function is free, the
+# sleeping update succeeds on its next try.
+#
+# Each of these commands runs in the background and must return within a
+# few seconds.  Should one block (kpatch holding its mutex while it
+# sleeps), the script says so, ends the sleeping update with a signal
+# (retries set to 0 first, so that the blocked command does not sleep in
+# turn), lets the command finish and goes on.
+#
+# shellcheck source-path=SCRIPTDIR source=functions.sh
+. "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
+
+BUSY_PARAMS=/sys/module/kpatch_test_busy/parameters
+RETRIES=100
+DELAY=1000
+
+sleeper_pid=
+sleeper_cmd=
+sleeper_name=
+probe_pid=
+probe_rc=
+probe_out=
+
+setup_modules kpatch kpatch_test_target kpatch_test_new kpatch_test_busy
+fn=$(sym kpatch_test_busy_fn kpatch_test_busy) || bail "setup: find kpatch_test_busy_fn"
+fn_new=$(sym kpatch_test_busy_fn_new kpatch_test_busy) ||
+	bail "setup: find kpatch_test_busy_fn_new"
+a=$(sym kpatch_test_value_a kpatch_test_target) || bail "setup: find kpatch_test_value_a"
+a1=$(sym kpatch_test_value_a_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_a_v1"
+wait_until modparam_is kpatch_test_busy state 1 ||
+	bail "setup: kpatch_busy thread waits in kpatch_test_busy_fn"
+retries=$(modparam kpatch retries)
+delay=$(modparam kpatch retry_delay_ms)
+
+# busy_param NAME VALUE: write a kpatch_test_busy parameter
+busy_param() {
+	diag "% echo $2 > $BUSY_PARAMS/$1"
+	echo "$2" >"$BUSY_PARAMS/$1"
+}
+
+# kpatch_param NAME VALUE: write a kpatch parameter
+kpatch_param() {
+	diag "% echo $2 > /sys/module/kpatch/parameters/$1"
+	echo "$2" >"/sys/module/kpatch/parameters/$1"
+}
+
+# sleeper_alive: is the sleeping writer still running?
+sleeper_alive() {
+	[ -n "$sleeper_pid" ] && kill -0 "$sleeper_pid" 2>/dev/null &&
+		[ ! -s "$KP_TMP/sleeper.out" ]
+}
+
+# sleeper_sleeps: has the sleeping writer's update been refused once and
+# is it waiting for its next try?
+sleeper_sleeps() {
+	log_since_mark "$sleeper_mark" |
+		grep -qF "'$sleeper_name' busy (try 1 of $((RETRIES + 1)), again in $DELAY ms)"
+}
+
+# sleeper_start CMD: write CMD to the control file in the background
+# (retries=100, retry_delay_ms=1000) and wait until its first try has been
+# refused; the writer is then asleep until its next try.  Fails if that
+# does not happen.
+sleeper_start() {
+	sleeper_cmd=$1
+	sleeper_name=$(printf '%s\n' "$1" | awk '{ print $2 }')
+	kpatch_param retries "$RETRIES"
+	kpatch_param retry_delay_ms "$DELAY"
+	log_mark
+	sleeper_mark=$KP_MARK
+	rm -f "$KP_TMP/sleeper.out"
+	diag "% echo \"$sleeper_cmd\" > $KP_CONTROL &"
+	"$KPCTL" "$KP_CONTROL" "$sleeper_cmd" >"$KP_TMP/sleeper.out" 2>&1 &
+	sleeper_pid=$!
+	wait_until sleeper_sleeps && sleeper_alive
+}
+
+# sleeper_ensure: start the sleeping writer again if probe ended it
+sleeper_ensure() {
+	sleeper_alive && return 0
+	diag "starting the sleeping update again"
+	[ -z "$sleeper_pid" ] || wait "$sleeper_pid"
+	sleeper_start "$sleeper_cmd" ||
+		bail "setup: \"$sleeper_cmd\" sleeps between tries again"
+}
+
+# sleeper_finish SECS: wait up to SECS seconds for the sleeping writer to
+# return; its result (OK or an errno name) is then in KP_RESULT
+sleeper_finish() {
+	_sf_i=0
+	while [ ! -s "$KP_TMP/sleeper.out" ] && [ "$_sf_i" -lt $(($1 * 10)) ]; do
+		_sf_i=$((_sf_i + 1))
+		nap
+	done
+	[ -s "$KP_TMP/sleeper.out" ] || return 1
+	wait "$sleeper_pid"
+	sleeper_pid=
+	KP_RESULT=$(cat "$KP_TMP/sleeper.out")
+	diag "\"$sleeper_cmd\": $KP_RESULT"
+}
+
+# sleeper_stop: end the sleeping writer now (SIGKILL ends kpatch's retries;
+# retries=0 makes any update that was blocked behind it try only once)
+sleeper_stop() {
+	[ -n "$sleeper_pid" ] || return 0
+	kpatch_param retries 0
+	diag "% kill -KILL $sleeper_pid (\"$sleeper_cmd\")"
+	kill -KILL "$sleeper_pid" 2>/dev/null
+	wait "$sleeper_pid" 2>/dev/null
+	sleeper_pid=
+	[ ! -s "$KP_TMP/sleeper.out" ] || diag "$(cat "$KP_TMP/sleeper.out")"
+}
+
+# probe_done: has the probe command returned?
+probe_done() {
+	[ -s "$KP_TMP/probe.rc" ]
+}
+
+# probe SECS DESC CMD...: while the update sleeps, run CMD in the
+# background; ok if it returns within SECS seconds.  If it is still
+# blocked then, not ok, and the sleeping update is ended so that CMD can
+# finish (sleeper_ensure starts it again).  Then CMD's exit status is in
+# probe_rc, its output in probe_out.
+probe() {
+	_pr_secs=$1
+	_pr_desc=$2
+	shift 2
+	sleeper_ensure
+	rm -f "$KP_TMP/probe.out" "$KP_TMP/probe.rc"
+	diag "% $* &"
+	{
+		"$@" >"$KP_TMP/probe.out" 2>&1
+		echo $? >"$KP_TMP/probe.rc"
+	} &
+	probe_pid=$!
+	_pr_i=0
+	while ! probe_done && [ "$_pr_i" -lt $((_pr_secs * 10)) ]; do
+		_pr_i=$((_pr_i + 1))
+		nap
+	done
+	if probe_done; then
+		ok "$_pr_desc returns within $_pr_secs s"
+	else
+		not_ok "$_pr_desc returns within $_pr_secs s"
+		diag "still blocked after $_pr_secs s, while \"$sleeper_cmd\" sleeps" \
+			"between tries; ending that update"
+		sleeper_stop
+		wait_until probe_done
+		kpatch_param retries "$RETRIES"
+	fi
+	wait "$probe_pid"
+	probe_pid=
+	probe_rc=$(cat "$KP_TMP/probe.rc" 2>/dev/null || echo "?")
+	probe_out=$(cat "$KP_TMP/probe.out" 2>/dev/null)
+	diag "exit $probe_rc${probe_out:+:}" "$probe_out"
+}
+
+# probe_kp SECS CMD: probe a write of CMD to the control file (kpctl
+# prints OK or the errno name: probe_out)
+probe_kp() {
+	probe "$1" "\"$(kp_what "$2")\"" "$KPCTL" "$KP_CONTROL" "$2"
+}
+
+# refusal_logged NAME: is there a kpatch line since the last mark that
+# names the patch NAME, other than the sleeping update's "busy (try N of
+# M, ...)" lines?
+refusal_logged() {
+	log_since_mark | grep -F 'kpatch: ' |
+		grep -Ev "'$sleeper_name' busy \\(try [0-9]+ of [0-9]+" |
+		grep -Eq "(^|[^[:alnum:]_-])$1([^[:alnum:]_-]|\$)"
+}
+
+waiting_cleanup() {
+	sleeper_stop
+	if [ -n "$probe_pid" ]; then
+		wait_until probe_done
+		wait "$probe_pid"
+	fi
+	echo 0 >"$BUSY_PARAMS/hold" 2>/dev/null
+	echo 1 >"$BUSY_PARAMS/release" 2>/dev/null
+	kpatch_param retries "$retries"
+	kpatch_param retry_delay_ms "$delay"
+}
+KP_CLEANUP_HOOK=waiting_cleanup
+
+start_test "a patch sleeping between tries"
+check "precondition: patch w_sleep is refused and sleeps until its next try" \
+	sleeper_start "patch w_sleep $fn $fn_new"
+
+probe 8 "timeout 5 cat $KP_PATCHES" timeout 5 cat "$KP_PATCHES"
+check_eq "timeout 5 cat $KP_PATCHES exits 0" 0 "$probe_rc"
+check_no_grep "the patches file does not list w_sleep" "^w_sleep " "$probe_out"
+
+probe_kp 10 "patch w_other $a $a1"
+check_eq "patch w_other -> OK" OK "$probe_out"
+check_eq "kpatch_test_value_a_v1 runs" "a=11 b=2" "$(target_values)"
+probe_kp 10 "unpatch w_other"
+check_eq "unpatch w_other -> OK" OK "$probe_out"
+check_eq "kpatch_test_value_a runs again" "a=1 b=2" "$(target_values)"
+
+kallsyms_changed
+probe 10 "insmod kpatch_test_api which=b (kpatch_register())" \
+	insmod "$KPATCH_MODDIR/kpatch_test_api.ko" which=b
+check_eq "insmod kpatch_test_api which=b exits 0" 0 "$probe_rc"
+check_eq "kpatch_test_api_value_b runs" "a=1 b=32" "$(target_values)"
+probe_kp 10 "unpatch kpatch_test_api"
+check_eq "unpatch kpatch_test_api -> OK" OK "$probe_out"
+check_eq "kpatch_test_value_b runs again" "a=1 b=2" "$(target_values)"
+if mod_loaded kpatch_test_api; then
+	check "rmmod kpatch_test_api succeeds" unload_mod kpatch_test_api
+fi
+
+probe_kp 10 "patch w_sleep $a $a1"
+check_eq "a second patch w_sleep -> EEXIST" EEXIST "$probe_out"
+check_eq "it patched nothing" "a=1 b=2" "$(target_values)"
+if [ "$probe_out" = OK ]; then
+	diag "undoing the accepted command"
+	kp unpatch w_sleep >/dev/null
+fi
+
+sleeper_ensure
+check "the update still sleeps" sleeper_alive
+log_mark
+busy_param release 1
+check "released: the sleeping patch w_sleep returns within 10 s" sleeper_finish 10
+check_eq "patch w_sleep -> OK" OK "$KP_RESULT"
+check_no_grep "no try was refused for good" "refused" "$(log_since_mark)"
+check "the thread left kpatch_test_busy_fn" \
+	wait_until modparam_is kpatch_test_busy state 2
+check_patches "w_sleep listed as active" \
+	"$(pline w_sleep kpatch_test_busy:kpatch_test_busy_fn "$fn" \
+		kpatch_test_busy:kpatch_test_busy_fn_new "$fn_new" active)"
+new_calls=$(modparam kpatch_test_busy new_calls)
+busy_param again 1
+check "the thread calls kpatch_test_busy_fn again" \
+	wait_until modparam_is kpatch_test_busy again N
+check_eq "the call ran the new function" $((new_calls + 1)) \
+	"$(modparam kpatch_test_busy new_calls)"
+expect_ok unpatch w_sleep
+check_no_splat
+
+start_test "an unpatch sleeping between tries"
+log_mark
+expect_ok patch w_unp "$fn" "$fn_new"
+busy_param hold 1
+busy_param again 1
+check "precondition: the thread waits in kpatch_test_busy_fn_new" \
+	wait_until modparam_is kpatch_test_busy state 3
+check "precondition: unpatch w_unp is refused and sleeps until its next try" \
+	sleeper_start "unpatch w_unp"
+
+log_mark
+probe_kp 10 "unpatch w_unp"
+check_eq "a second unpatch w_unp -> EBUSY" EBUSY "$probe_out"
+check "a log line names w_unp for the refusal" refusal_logged w_unp
+
+log_mark
+probe_kp 10 "replace w_repl $a $a1"
+check_eq "replace w_repl (would remove w_unp) -> EBUSY" EBUSY "$probe_out"
+check "a log line names w_repl for the refusal" refusal_logged w_repl
+check_eq "it replaced nothing" "a=1 b=2" "$(target_values)"
+if [ "$probe_out" = OK ]; then
+	diag "undoing the accepted command"
+	kp unpatch w_repl >/dev/null
+fi
+
+sleeper_ensure
+check "the update still sleeps" sleeper_alive
+log_mark
+old_calls=$(modparam kpatch_test_busy old_calls)
+busy_param hold 0
+check "released: the sleeping unpatch w_unp returns within 10 s" sleeper_finish 10
+check_eq "unpatch w_unp -> OK" OK "$KP_RESULT"
+check_no_grep "no try was refused for good" "refused" "$(log_since_mark)"
+check_patches "nothing patched"
+check "the thread left kpatch_test_busy_fn_new" \
+	wait_until modparam_is kpatch_test_busy state 2
+busy_param again 1
+check "the thread calls kpatch_test_busy_fn again" \
+	wait_until modparam_is kpatch_test_busy again N
+check_eq "the call ran the old function" $((old_calls + 1)) \
+	"$(modparam kpatch_test_busy old_calls)"
+check_no_splat

@@ -5,7 +5,8 @@
 # make KVER=<version>   the same, for /lib/modules/<version>/build
 # make install          install kpatch.ko into /lib/modules/<version>/extra
 # make uninstall        remove it again
-# make demo             show a live patch in a VM (installs what it needs)
+# make demo             show a live patch in a VM (installs what it needs:
+#                       only the demo's kernel)
 # make check            run the whole test suite in VMs on every test kernel
 # make lint             review gates: checkpatch, sparse, W=1, shellcheck
 # make bench            measure kpatch under icount in VMs on every test kernel
@@ -41,7 +42,7 @@ clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) clean
 
 demo:
-	selftests/testbed.sh setup
+	selftests/testbed.sh setup --demo
 	selftests/testbed.sh demo
 
 check:

@@ -7,7 +7,8 @@
 # A fourth kernel, the debug kernel (lockdep, KASAN, ...; *-kpatch-debug), is
 # built from Debian's linux-source-6.1 by selftests/debug-kernel.sh.
 #
-#   testbed.sh setup              install packages, headers and guest kernels
+#   testbed.sh setup [--demo]     install packages, headers and guest kernels;
+#                                 --demo: only the demo's (Debian 12's 6.1)
 #   testbed.sh build KVER OUTDIR  build kpatch.ko (plain and hooked), test modules
 #                                 and the guest helpers (selftests/*.c) for KVER
 #   testbed.sh run [KVER...]      build + boot + test (default: all kernels),
@@ -16,7 +17,7 @@
 #   testbed.sh kmake KVER TREE ARG...  make -C KVER's headers ARG..., in the
 #                                 unstable chroot for its kernel (TREE, the
 #                                 dir with the sources, is shown there)
-#   testbed.sh demo               boot the first kernel and run demo.sh
+#   testbed.sh demo               boot the demo's kernel and run demo.sh
 #   testbed.sh bench [KVER...]    benchmarks under icount (selftests/bench/)
 #
 # Environment:
@@ -49,7 +50,9 @@ APT_SOURCES_DIR=${KPATCH_APT_SOURCES_DIR:-/etc/apt/sources.list.d}
 BACKPORTS_SOURCES=$APT_SOURCES_DIR/kpatch-testbed-backports.sources
 
 PACKAGES=(qemu-system-x86 busybox-static cpio gzip gcc make libc6-dev libelf-dev
-	coreutils util-linux debootstrap)
+	coreutils util-linux)
+# Only for a full setup (not --demo): the unstable chroot.
+PACKAGES_FULL=(debootstrap)
 META=linux-image-amd64
 # Suites that make up the "6.1" (default) and the "6.12" (backports) kernel.
 SUITES_STABLE='bookworm|bookworm-security|bookworm-updates'
@@ -189,10 +192,11 @@ meta_kver() {
 	apt-cache show "$META=$1" 2>/dev/null | depends_kver
 }
 
-# Prints "KVER SUITE" for the 6.1 and the 6.12 kernel.
+# resolve_kernels SUITES...: "KVER SUITE VER" for each regex of suites
+# (the 6.1 kernel: $SUITES_STABLE, the 6.12 kernel: $SUITES_BPO).
 resolve_kernels() {
 	local suites ver suite kver
-	for suites in "$SUITES_STABLE" "$SUITES_BPO"; do
+	for suites in "$@"; do
 		read -r ver suite < <(meta_version "$suites") || return 1
 		kver=$(meta_kver "$ver")
 		[[ $kver =~ ^[0-9][0-9A-Za-z.+~_-]*$ ]] || return 1
@@ -334,15 +338,32 @@ setup_unstable() {
 	echo "$kver $SID_SUITE $ver"
 }
 
+# setup [--demo]: everything `run`, `lint` and `bench` need: packages, the
+# headers and vmlinuz of the 6.1 and 6.12 kernels, the unstable chroot and
+# its kernel, the debug kernel; kernels.list (written last, when all of
+# them are there) lists them.  --demo: only the demo's kernel, Debian 12's
+# own 6.1 (no backports, no chroot, no debug kernel); it writes
+# demo.kernel and leaves kernels.list as it is, so that `run` never takes a
+# demo setup for a full one.  A full setup writes demo.kernel too.
 cmd_setup() {
-	(($# == 0)) || usage
+	local demo=0
+	case $# in
+	0) ;;
+	1) [[ $1 == --demo ]] || usage; demo=1 ;;
+	*) usage ;;
+	esac
 	((EUID == 0)) || die "setup must run as root"
 	mkdir -p "$CACHE"
 
-	local missing=() p added
-	added=$(ensure_backports)
-	if [[ $added == added ]]; then apt_update; fi
-	for p in "${PACKAGES[@]}"; do
+	local missing=() p added pkgs=("${PACKAGES[@]}")
+	if ((demo)); then
+		log "setting up the demo's kernel only (Debian 12's 6.1)"
+	else
+		pkgs+=("${PACKAGES_FULL[@]}")
+		added=$(ensure_backports)
+		if [[ $added == added ]]; then apt_update; fi
+	fi
+	for p in "${pkgs[@]}"; do
 		pkg_installed "$p" || missing+=("$p")
 	done
 	if ((${#missing[@]})); then
@@ -350,10 +371,12 @@ cmd_setup() {
 		apt_install "${missing[@]}"
 	fi
 
-	local kernels
-	if ! kernels=$(resolve_kernels); then
+	local kernels suites=("$SUITES_STABLE")
+	((demo)) || suites+=("$SUITES_BPO")
+	if ! kernels=$(resolve_kernels "${suites[@]}"); then
 		apt_update
-		kernels=$(resolve_kernels) || die "cannot resolve $META in bookworm and bookworm-backports"
+		kernels=$(resolve_kernels "${suites[@]}") ||
+			die "cannot resolve $META in ${suites[*]}"
 	fi
 
 	local kver suite ver hdrs=()
@@ -372,16 +395,22 @@ cmd_setup() {
 	while read -r kver _; do
 		fetch_kernel "$kver"
 	done <<<"$kernels"
-	kernels+=$'\n'$(setup_unstable)
-	# The debug kernel: built (once per source version and config) from
-	# linux-source-6.1, see debug-kernel.sh.
-	kver=$(KPATCH_CACHE=$CACHE "$SRC/selftests/debug-kernel.sh") ||
-		die "building the debug kernel failed"
-	ver=$(dpkg-query -W -f='${Version}' linux-source-6.1)
-	kernels+=$'\n'"$kver debug $ver"
+	# The demo's kernel: the first, Debian 12's 6.1.
+	head -n 1 <<<"$kernels" | awk '{print $1}' >"$CACHE/demo.kernel.tmp"
+	mv "$CACHE/demo.kernel.tmp" "$CACHE/demo.kernel"
 
-	awk '{print $1}' <<<"$kernels" >"$CACHE/kernels.list.tmp"
-	mv "$CACHE/kernels.list.tmp" "$CACHE/kernels.list"
+	if ((!demo)); then
+		kernels+=$'\n'$(setup_unstable)
+		# The debug kernel: built (once per source version and config)
+		# from linux-source-6.1, see debug-kernel.sh.
+		kver=$(KPATCH_CACHE=$CACHE "$SRC/selftests/debug-kernel.sh") ||
+			die "building the debug kernel failed"
+		ver=$(dpkg-query -W -f='${Version}' linux-source-6.1)
+		kernels+=$'\n'"$kver debug $ver"
+
+		awk '{print $1}' <<<"$kernels" >"$CACHE/kernels.list.tmp"
+		mv "$CACHE/kernels.list.tmp" "$CACHE/kernels.list"
+	fi
 	while read -r kver suite ver; do
 		if [[ $suite == debug ]]; then
 			echo "kernel: $kver (linux-source-6.1 $ver, debug build)"
@@ -788,12 +817,25 @@ cmd_run() {
 	return "$rc"
 }
 
+# demo_kernel: demo.kernel (setup, with or without --demo), or the first
+# of kernels.list in a cache set up before demo.kernel existed.
+demo_kernel() {
+	local kver
+	if [[ -s $CACHE/demo.kernel ]]; then
+		read -r kver <"$CACHE/demo.kernel"
+	elif [[ -s $CACHE/kernels.list ]]; then
+		read -r kver <"$CACHE/kernels.list"
+	fi
+	[[ -n ${kver:-} ]] || die "$CACHE/demo.kernel missing (run: $SELF setup --demo)"
+	echo "$kver"
+}
+
 cmd_demo() {
 	(($# == 0)) || usage
 	local kver dir rc=0
-	kver=$(kernel_list | head -n 1)
-	dir=$BUILDROOT/$kver
 	lock_cache
+	kver=$(demo_kernel)
+	dir=$BUILDROOT/$kver
 	if ! build_for "$kver"; then
 		tail -n 30 "$BUILDROOT/$kver.build.log" >&2
 		die "build for $kver failed"

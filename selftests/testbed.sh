@@ -31,6 +31,9 @@
 #                        boot; "lockdown": only the lockdown boot
 #   KPATCH_DEMO_TIMEOUT  seconds for `demo` (default 180)
 #
+# A setup refuses to start while another command uses the cache, and the
+# others refuse to start during a setup (see "locks" below).
+#
 # Guest -> host protocol, one line each, on the guest's second serial port:
 #   "@@ ok DESC", "@@ not ok DESC", "@@ skip DESC", "@@ done", "# diagnostic".
 # Kernel messages go to the first serial port (console.log) and are scanned
@@ -87,6 +90,40 @@ die() { log "error: $*"; exit 1; }
 usage() {
 	sed -n '2,/^$/s/^# \{0,1\}//p' "$SELF" >&2
 	exit 2
+}
+
+# ---------------------------------------------------------------- locks ----
+
+# Two flock(1) locks per cache, and no command waits for them: the second
+# one stops with a message.  $CACHE/.lock: `setup` installs headers and
+# replaces kernels and lists, so it holds it alone; `run`, `demo`, `bench`,
+# `build` and `kmake` (so lint.sh too) share it.  $BUILDROOT/.lock: `run`
+# and `demo` build and boot in $BUILDROOT, one at a time (lock_cache).
+# Both are held on fds that the guests inherit, until the last one exits.
+CACHE_LOCK=$CACHE/.lock
+
+# lock_setup: $CACHE/.lock, alone; the lock file says who holds it.
+lock_setup() {
+	exec 7>>"$CACHE_LOCK"
+	if ! flock -n -x 7; then
+		if flock -n -s 7; then
+			die "$CACHE is in use by a testbed run, demo, bench or lint (e.g. another make check or make demo); setup would change what it uses: run it again when that has finished, or set KPATCH_CACHE to another cache"
+		fi
+		die "another setup is running on $CACHE ($(cat "$CACHE_LOCK" 2>/dev/null)): run it again when that has finished"
+	fi
+	echo "setup, pid $$, started $(date '+%F %T')" >"$CACHE_LOCK"
+}
+
+# lock_shared: $CACHE/.lock, shared with all but setup.  Nothing to lock
+# when the cache has no lock file and this user cannot create one (a
+# build against the host's headers by a user who cannot write the cache).
+lock_shared() {
+	if ! { exec 7>>"$CACHE_LOCK"; } 2>/dev/null; then
+		[[ -r $CACHE_LOCK ]] || return 0
+		exec 7<"$CACHE_LOCK"
+	fi
+	flock -n -s 7 ||
+		die "a testbed setup is running on $CACHE ($(cat "$CACHE_LOCK" 2>/dev/null)): run this again when it has finished"
 }
 
 # ---------------------------------------------------------------- setup ----
@@ -354,6 +391,7 @@ cmd_setup() {
 	esac
 	((EUID == 0)) || die "setup must run as root"
 	mkdir -p "$CACHE"
+	lock_setup
 
 	local missing=() p added pkgs=("${PACKAGES[@]}")
 	if ((demo)); then
@@ -471,6 +509,7 @@ kmake() {
 cmd_build() {
 	(($# == 2)) || usage
 	local kver=$1 out=$2
+	lock_shared
 	kernel_root "$kver" >/dev/null || die "no headers for $kver (run: $SELF setup)"
 	[[ -e $SRC/kpatch.c ]] || die "$SRC/kpatch.c not found"
 	out=$(realpath -m "$out")
@@ -727,10 +766,13 @@ kernel_list() {
 	cat "$CACHE/kernels.list"
 }
 
+# lock_cache: $CACHE/.lock shared, $BUILDROOT/.lock alone (run, demo)
 lock_cache() {
+	lock_shared
 	mkdir -p "$BUILDROOT"
 	exec 9>"$BUILDROOT/.lock"
-	flock -n 9 || die "another testbed run holds $BUILDROOT/.lock"
+	flock -n 9 ||
+		die "another testbed run or demo is using $BUILDROOT: run this again when it has finished, or set KPATCH_CACHE to another cache"
 }
 
 # build_for KVER: build into $BUILDROOT/KVER, log in $BUILDROOT/KVER.build.log
@@ -775,12 +817,12 @@ lockdown_boot() {
 
 cmd_run() {
 	local kernels=("$@") kver rc=0
+	lock_cache
 	if ((${#kernels[@]} == 0)); then
 		local list
 		list=$(kernel_list)
 		mapfile -t kernels <<<"$list"
 	fi
-	lock_cache
 	for kver in "${kernels[@]}"; do
 		TAPN=0
 		echo "# kernel $kver"
@@ -849,6 +891,7 @@ cmd_demo() {
 
 # Benchmarks: their own guests and init, see selftests/bench/bench.sh.
 cmd_bench() {
+	lock_shared
 	exec "$SRC/selftests/bench/bench.sh" "$@"
 }
 
@@ -859,7 +902,7 @@ case $cmd in
 setup) cmd_setup "$@" ;;
 build) cmd_build "$@" ;;
 run) cmd_run "$@" ;;
-kmake) (($# >= 2)) || usage; kmake "$@" ;;
+kmake) (($# >= 2)) || usage; lock_shared; kmake "$@" ;;
 demo) cmd_demo "$@" ;;
 bench) cmd_bench "$@" ;;
 *) usage ;;

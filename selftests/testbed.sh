@@ -13,7 +13,9 @@
 #                                 and the guest helpers (selftests/*.c) for KVER
 #   testbed.sh run [KVER...]      build + boot + test (default: all kernels),
 #                                 then a second boot with lockdown=integrity
-#                                 that runs selftests/lockdown.sh
+#                                 that runs selftests/lockdown.sh; TAP on
+#                                 stdout, and on stderr a line per test
+#                                 script as it finishes, with its counts
 #   testbed.sh kmake KVER TREE ARG...  make -C KVER's headers ARG..., in the
 #                                 unstable chroot for its kernel (TREE, the
 #                                 dir with the sources, is shown there)
@@ -671,6 +673,55 @@ trap kill_guest EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# Progress while a `run` guest runs: one line on stderr per script as it
+# finishes, with its counts, from the guest's results.log as it grows.
+# cmd_run sets PROGRESS (the label: the kernel, and "(lockdown)" for the
+# second boot) and PROGRESS_TOTAL (scripts in the guest); empty: no lines.
+PROGRESS='' PROGRESS_TOTAL=0
+PROG_LINES=0 PROG_DONE=0 PROG_SCRIPT='' PROG_T0=0 PROG_OK=0 PROG_NOK=0 PROG_SKIP=0
+
+progress_start() {
+	PROG_LINES=0 PROG_DONE=0 PROG_SCRIPT=''
+}
+
+# progress_report [WHAT]: the line for PROG_SCRIPT; WHAT replaces "done".
+progress_report() {
+	[[ -n $PROG_SCRIPT ]] || return 0
+	PROG_DONE=$((PROG_DONE + 1))
+	log "$PROGRESS: $PROG_DONE/$PROGRESS_TOTAL $PROG_SCRIPT ${1:-done}: $PROG_OK ok, $PROG_NOK not ok, $PROG_SKIP skipped ($((SECONDS - PROG_T0))s)"
+	PROG_SCRIPT=''
+}
+
+# progress_poll FILE: the complete lines of FILE not seen yet ("# running
+# NAME" from guest-init.sh starts a script, the next one or "@@ done" ends
+# it; the counts are the host's, as results_to_tap will count).
+progress_poll() {
+	local n line
+	[[ -e $1 ]] || return 0
+	n=$(wc -l <"$1")
+	((n > PROG_LINES)) || return 0
+	while IFS= read -r line; do
+		line=${line%$'\r'}
+		case $line in
+		'# running '*)
+			progress_report
+			PROG_SCRIPT=${line#'# running '} PROG_T0=$SECONDS
+			PROG_OK=0 PROG_NOK=0 PROG_SKIP=0
+			;;
+		'@@ ok '*) PROG_OK=$((PROG_OK + 1)) ;;
+		'@@ not ok '*) PROG_NOK=$((PROG_NOK + 1)) ;;
+		'@@ skip '*) PROG_SKIP=$((PROG_SKIP + 1)) ;;
+		'@@ done') progress_report ;;
+		esac
+	done < <(sed -n "$((PROG_LINES + 1)),${n}p" "$1")
+	PROG_LINES=$n
+}
+
+# progress_end: after the guest; a script still running did not finish.
+progress_end() {
+	progress_report "did not finish"
+}
+
 # boot KVER DIR MODE TIMEOUT [ARGS]; sets BOOT_RC, BOOT_SECS.  ARGS: more
 # kernel command line.
 boot() {
@@ -693,10 +744,21 @@ boot() {
 		</dev/null >"$dir/qemu.log" 2>&1 &
 	QEMU_PID=$!
 	BOOT_RC=0
+	if [[ -n $PROGRESS ]]; then
+		progress_start
+		while kill -0 "$QEMU_PID" 2>/dev/null; do
+			sleep 2
+			progress_poll "$dir/results.log"
+		done
+	fi
 	wait "$QEMU_PID" || BOOT_RC=$?
 	QEMU_PID=
 	BOOT_SECS=$((SECONDS - start))
 	touch "$dir"/{console,results}.log
+	if [[ -n $PROGRESS ]]; then
+		progress_poll "$dir/results.log"
+		progress_end
+	fi
 	# Drop CRs and the firmware's terminal escapes (ESC c, ESC [...x).
 	sed -i -e 's/\r$//' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' \
 		"$dir"/{console,results}.log
@@ -815,6 +877,15 @@ lockdown_boot() {
 	log "$kver: lockdown guest ran ${BOOT_SECS}s"
 }
 
+# count_tests: the test scripts that make_initramfs puts in the guest
+count_tests() {
+	local f n=0
+	for f in "$SRC"/selftests/test-${KPATCH_TESTS:-*}.sh; do
+		if [[ -e $f ]]; then n=$((n + 1)); fi
+	done
+	echo "$n"
+}
+
 cmd_run() {
 	local kernels=("$@") kver rc=0
 	lock_cache
@@ -840,11 +911,13 @@ cmd_run() {
 			tmo=${KPATCH_TEST_TIMEOUT:-2400} ltmo=${KPATCH_LOCKDOWN_TIMEOUT:-600}
 		fi
 		if [[ ${KPATCH_TESTS:-} != lockdown ]]; then
+			PROGRESS=$kver PROGRESS_TOTAL=$(count_tests)
 			make_and_boot "$kver" test "$tmo"
 			results_to_tap "$dir/results.log"
 			check_guest "$kver" "$dir" "the tests" "$tmo" || rc=1
 		fi
 		if [[ -z ${KPATCH_TESTS:-} || $KPATCH_TESTS == lockdown ]]; then
+			PROGRESS="$kver (lockdown)" PROGRESS_TOTAL=1
 			lockdown_boot "$kver" "$ltmo"
 			results_to_tap "$dir/lockdown/results.log"
 			check_guest "$kver (lockdown)" "$dir/lockdown" "the lockdown tests" \

@@ -888,6 +888,9 @@ count_tests() {
 
 cmd_run() {
 	local kernels=("$@") kver rc=0
+	if [[ -n ${KPATCH_TESTS:-} && $KPATCH_TESTS != lockdown ]] && (($(count_tests) == 0)); then
+		die "KPATCH_TESTS=$KPATCH_TESTS: no $SRC/selftests/test-$KPATCH_TESTS.sh"
+	fi
 	lock_cache
 	if ((${#kernels[@]} == 0)); then
 		local list

@@ -54,8 +54,10 @@ DEMO_TIMEOUT=${KPATCH_DEMO_TIMEOUT:-180}
 APT_SOURCES_DIR=${KPATCH_APT_SOURCES_DIR:-/etc/apt/sources.list.d}
 BACKPORTS_SOURCES=$APT_SOURCES_DIR/kpatch-testbed-backports.sources
 
+# perl: the W=1 builds run the kernel's scripts/kernel-doc, which needs more
+# of perl than perl-base (Pod::Usage), and a minimal Debian has no more.
 PACKAGES=(qemu-system-x86 busybox-static cpio gzip gcc make libc6-dev libelf-dev
-	coreutils util-linux)
+	perl coreutils util-linux)
 # Only for a full setup (not --demo): the unstable chroot.
 PACKAGES_FULL=(debootstrap)
 META=linux-image-amd64

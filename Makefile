@@ -9,7 +9,8 @@
 #                       kpatch.ko's Module.symvers into its <version>/
 # make install DESTDIR=<dir>  the same under <dir> (a staging root; no depmod)
 # make uninstall        remove them again (KVER=, DESTDIR= as for install)
-# make demo             show a live patch in a VM (installs what it needs)
+# make demo             show a live patch in a VM (installs what it needs:
+#                       only the demo's kernel)
 # make check            run the whole test suite in VMs on every test kernel
 # make lint             review gates: checkpatch, sparse, W=1, shellcheck
 # make bench            measure kpatch under icount in VMs on every test kernel
@@ -71,7 +72,7 @@ clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) clean
 
 demo:
-	selftests/testbed.sh setup
+	selftests/testbed.sh setup --demo
 	selftests/testbed.sh demo
 
 check:

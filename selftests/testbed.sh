@@ -7,18 +7,21 @@
 # A fourth kernel, the debug kernel (lockdep, KASAN, ...; *-kpatch-debug), is
 # built from Debian's linux-source-6.1 by selftests/debug-kernel.sh.
 #
-#   testbed.sh setup              install packages, headers and guest kernels
+#   testbed.sh setup [--demo]     install packages, headers and guest kernels;
+#                                 --demo: only the demo's (Debian 12's 6.1)
 #   testbed.sh build KVER OUTDIR  build kpatch.ko (plain and hooked), test modules
 #                                 and the guest helpers (selftests/*.c) for KVER;
 #                                 `make install` it into OUTDIR/stage and build
 #                                 selftests/example against that
 #   testbed.sh run [KVER...]      build + boot + test (default: all kernels),
 #                                 then a second boot with lockdown=integrity
-#                                 that runs selftests/lockdown.sh
+#                                 that runs selftests/lockdown.sh; TAP on
+#                                 stdout, and on stderr a line per test
+#                                 script as it finishes, with its counts
 #   testbed.sh kmake KVER TREE ARG...  make -C KVER's headers ARG..., in the
 #                                 unstable chroot for its kernel (TREE, the
 #                                 dir with the sources, is shown there)
-#   testbed.sh demo               boot the first kernel and run demo.sh
+#   testbed.sh demo               boot the demo's kernel and run demo.sh
 #   testbed.sh bench [KVER...]    benchmarks under icount (selftests/bench/)
 #
 # Environment:
@@ -31,6 +34,9 @@
 #   KPATCH_TESTS         NAME: only selftests/test-NAME.sh, and no lockdown
 #                        boot; "lockdown": only the lockdown boot
 #   KPATCH_DEMO_TIMEOUT  seconds for `demo` (default 180)
+#
+# A setup refuses to start while another command uses the cache, and the
+# others refuse to start during a setup (see "locks" below).
 #
 # Guest -> host protocol, one line each, on the guest's second serial port:
 #   "@@ ok DESC", "@@ not ok DESC", "@@ skip DESC", "@@ done", "# diagnostic".
@@ -50,8 +56,12 @@ DEMO_TIMEOUT=${KPATCH_DEMO_TIMEOUT:-180}
 APT_SOURCES_DIR=${KPATCH_APT_SOURCES_DIR:-/etc/apt/sources.list.d}
 BACKPORTS_SOURCES=$APT_SOURCES_DIR/kpatch-testbed-backports.sources
 
+# perl: the W=1 builds run the kernel's scripts/kernel-doc, which needs more
+# of perl than perl-base (Pod::Usage), and a minimal Debian has no more.
 PACKAGES=(qemu-system-x86 busybox-static cpio gzip gcc make libc6-dev libelf-dev
-	coreutils util-linux debootstrap)
+	perl coreutils util-linux)
+# Only for a full setup (not --demo): the unstable chroot.
+PACKAGES_FULL=(debootstrap)
 META=linux-image-amd64
 # Suites that make up the "6.1" (default) and the "6.12" (backports) kernel.
 SUITES_STABLE='bookworm|bookworm-security|bookworm-updates'
@@ -88,6 +98,40 @@ die() { log "error: $*"; exit 1; }
 usage() {
 	sed -n '2,/^$/s/^# \{0,1\}//p' "$SELF" >&2
 	exit 2
+}
+
+# ---------------------------------------------------------------- locks ----
+
+# Two flock(1) locks per cache, and no command waits for them: the second
+# one stops with a message.  $CACHE/.lock: `setup` installs headers and
+# replaces kernels and lists, so it holds it alone; `run`, `demo`, `bench`,
+# `build` and `kmake` (so lint.sh too) share it.  $BUILDROOT/.lock: `run`
+# and `demo` build and boot in $BUILDROOT, one at a time (lock_cache).
+# Both are held on fds that the guests inherit, until the last one exits.
+CACHE_LOCK=$CACHE/.lock
+
+# lock_setup: $CACHE/.lock, alone; the lock file says who holds it.
+lock_setup() {
+	exec 7>>"$CACHE_LOCK"
+	if ! flock -n -x 7; then
+		if flock -n -s 7; then
+			die "$CACHE is in use by a testbed run, demo, bench or lint (e.g. another make check or make demo); setup would change what it uses: run it again when that has finished, or set KPATCH_CACHE to another cache"
+		fi
+		die "another setup is running on $CACHE ($(cat "$CACHE_LOCK" 2>/dev/null)): run it again when that has finished"
+	fi
+	echo "setup, pid $$, started $(date '+%F %T')" >"$CACHE_LOCK"
+}
+
+# lock_shared: $CACHE/.lock, shared with all but setup.  Nothing to lock
+# when the cache has no lock file and this user cannot create one (a
+# build against the host's headers by a user who cannot write the cache).
+lock_shared() {
+	if ! { exec 7>>"$CACHE_LOCK"; } 2>/dev/null; then
+		[[ -r $CACHE_LOCK ]] || return 0
+		exec 7<"$CACHE_LOCK"
+	fi
+	flock -n -s 7 ||
+		die "a testbed setup is running on $CACHE ($(cat "$CACHE_LOCK" 2>/dev/null)): run this again when it has finished"
 }
 
 # ---------------------------------------------------------------- setup ----
@@ -193,10 +237,11 @@ meta_kver() {
 	apt-cache show "$META=$1" 2>/dev/null | depends_kver
 }
 
-# Prints "KVER SUITE" for the 6.1 and the 6.12 kernel.
+# resolve_kernels SUITES...: "KVER SUITE VER" for each regex of suites
+# (the 6.1 kernel: $SUITES_STABLE, the 6.12 kernel: $SUITES_BPO).
 resolve_kernels() {
 	local suites ver suite kver
-	for suites in "$SUITES_STABLE" "$SUITES_BPO"; do
+	for suites in "$@"; do
 		read -r ver suite < <(meta_version "$suites") || return 1
 		kver=$(meta_kver "$ver")
 		[[ $kver =~ ^[0-9][0-9A-Za-z.+~_-]*$ ]] || return 1
@@ -355,15 +400,33 @@ sid_install_missing() {
 	in_root "$SID_ROOT" apt-get clean
 }
 
+# setup [--demo]: everything `run`, `lint` and `bench` need: packages, the
+# headers and vmlinuz of the 6.1 and 6.12 kernels, the unstable chroot and
+# its kernel, the debug kernel; kernels.list (written last, when all of
+# them are there) lists them.  --demo: only the demo's kernel, Debian 12's
+# own 6.1 (no backports, no chroot, no debug kernel); it writes
+# demo.kernel and leaves kernels.list as it is, so that `run` never takes a
+# demo setup for a full one.  A full setup writes demo.kernel too.
 cmd_setup() {
-	(($# == 0)) || usage
+	local demo=0
+	case $# in
+	0) ;;
+	1) [[ $1 == --demo ]] || usage; demo=1 ;;
+	*) usage ;;
+	esac
 	((EUID == 0)) || die "setup must run as root"
 	mkdir -p "$CACHE"
+	lock_setup
 
-	local missing=() p added
-	added=$(ensure_backports)
-	if [[ $added == added ]]; then apt_update; fi
-	for p in "${PACKAGES[@]}"; do
+	local missing=() p added pkgs=("${PACKAGES[@]}")
+	if ((demo)); then
+		log "setting up the demo's kernel only (Debian 12's 6.1)"
+	else
+		pkgs+=("${PACKAGES_FULL[@]}")
+		added=$(ensure_backports)
+		if [[ $added == added ]]; then apt_update; fi
+	fi
+	for p in "${pkgs[@]}"; do
 		pkg_installed "$p" || missing+=("$p")
 	done
 	if ((${#missing[@]})); then
@@ -371,10 +434,12 @@ cmd_setup() {
 		apt_install "${missing[@]}"
 	fi
 
-	local kernels
-	if ! kernels=$(resolve_kernels); then
+	local kernels suites=("$SUITES_STABLE")
+	((demo)) || suites+=("$SUITES_BPO")
+	if ! kernels=$(resolve_kernels "${suites[@]}"); then
 		apt_update
-		kernels=$(resolve_kernels) || die "cannot resolve $META in bookworm and bookworm-backports"
+		kernels=$(resolve_kernels "${suites[@]}") ||
+			die "cannot resolve $META in ${suites[*]}"
 	fi
 
 	local kver suite ver hdrs=()
@@ -393,16 +458,22 @@ cmd_setup() {
 	while read -r kver _; do
 		fetch_kernel "$kver"
 	done <<<"$kernels"
-	kernels+=$'\n'$(setup_unstable)
-	# The debug kernel: built (once per source version and config) from
-	# linux-source-6.1, see debug-kernel.sh.
-	kver=$(KPATCH_CACHE=$CACHE "$SRC/selftests/debug-kernel.sh") ||
-		die "building the debug kernel failed"
-	ver=$(dpkg-query -W -f='${Version}' linux-source-6.1)
-	kernels+=$'\n'"$kver debug $ver"
+	# The demo's kernel: the first, Debian 12's 6.1.
+	head -n 1 <<<"$kernels" | awk '{print $1}' >"$CACHE/demo.kernel.tmp"
+	mv "$CACHE/demo.kernel.tmp" "$CACHE/demo.kernel"
 
-	awk '{print $1}' <<<"$kernels" >"$CACHE/kernels.list.tmp"
-	mv "$CACHE/kernels.list.tmp" "$CACHE/kernels.list"
+	if ((!demo)); then
+		kernels+=$'\n'$(setup_unstable)
+		# The debug kernel: built (once per source version and config)
+		# from linux-source-6.1, see debug-kernel.sh.
+		kver=$(KPATCH_CACHE=$CACHE "$SRC/selftests/debug-kernel.sh") ||
+			die "building the debug kernel failed"
+		ver=$(dpkg-query -W -f='${Version}' linux-source-6.1)
+		kernels+=$'\n'"$kver debug $ver"
+
+		awk '{print $1}' <<<"$kernels" >"$CACHE/kernels.list.tmp"
+		mv "$CACHE/kernels.list.tmp" "$CACHE/kernels.list"
+	fi
 	while read -r kver suite ver; do
 		if [[ $suite == debug ]]; then
 			echo "kernel: $kver (linux-source-6.1 $ver, debug build)"
@@ -480,6 +551,7 @@ kroot_run() {
 cmd_build() {
 	(($# == 2)) || usage
 	local kver=$1 out=$2
+	lock_shared
 	kernel_root "$kver" >/dev/null || die "no headers for $kver (run: $SELF setup)"
 	[[ -e $SRC/kpatch.c ]] || die "$SRC/kpatch.c not found"
 	out=$(realpath -m "$out")
@@ -685,6 +757,55 @@ trap kill_guest EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# Progress while a `run` guest runs: one line on stderr per script as it
+# finishes, with its counts, from the guest's results.log as it grows.
+# cmd_run sets PROGRESS (the label: the kernel, and "(lockdown)" for the
+# second boot) and PROGRESS_TOTAL (scripts in the guest); empty: no lines.
+PROGRESS='' PROGRESS_TOTAL=0
+PROG_LINES=0 PROG_DONE=0 PROG_SCRIPT='' PROG_T0=0 PROG_OK=0 PROG_NOK=0 PROG_SKIP=0
+
+progress_start() {
+	PROG_LINES=0 PROG_DONE=0 PROG_SCRIPT=''
+}
+
+# progress_report [WHAT]: the line for PROG_SCRIPT; WHAT replaces "done".
+progress_report() {
+	[[ -n $PROG_SCRIPT ]] || return 0
+	PROG_DONE=$((PROG_DONE + 1))
+	log "$PROGRESS: $PROG_DONE/$PROGRESS_TOTAL $PROG_SCRIPT ${1:-done}: $PROG_OK ok, $PROG_NOK not ok, $PROG_SKIP skipped ($((SECONDS - PROG_T0))s)"
+	PROG_SCRIPT=''
+}
+
+# progress_poll FILE: the complete lines of FILE not seen yet ("# running
+# NAME" from guest-init.sh starts a script, the next one or "@@ done" ends
+# it; the counts are the host's, as results_to_tap will count).
+progress_poll() {
+	local n line
+	[[ -e $1 ]] || return 0
+	n=$(wc -l <"$1")
+	((n > PROG_LINES)) || return 0
+	while IFS= read -r line; do
+		line=${line%$'\r'}
+		case $line in
+		'# running '*)
+			progress_report
+			PROG_SCRIPT=${line#'# running '} PROG_T0=$SECONDS
+			PROG_OK=0 PROG_NOK=0 PROG_SKIP=0
+			;;
+		'@@ ok '*) PROG_OK=$((PROG_OK + 1)) ;;
+		'@@ not ok '*) PROG_NOK=$((PROG_NOK + 1)) ;;
+		'@@ skip '*) PROG_SKIP=$((PROG_SKIP + 1)) ;;
+		'@@ done') progress_report ;;
+		esac
+	done < <(sed -n "$((PROG_LINES + 1)),${n}p" "$1")
+	PROG_LINES=$n
+}
+
+# progress_end: after the guest; a script still running did not finish.
+progress_end() {
+	progress_report "did not finish"
+}
+
 # boot KVER DIR MODE TIMEOUT [ARGS]; sets BOOT_RC, BOOT_SECS.  ARGS: more
 # kernel command line.
 boot() {
@@ -707,10 +828,21 @@ boot() {
 		</dev/null >"$dir/qemu.log" 2>&1 &
 	QEMU_PID=$!
 	BOOT_RC=0
+	if [[ -n $PROGRESS ]]; then
+		progress_start
+		while kill -0 "$QEMU_PID" 2>/dev/null; do
+			sleep 2
+			progress_poll "$dir/results.log"
+		done
+	fi
 	wait "$QEMU_PID" || BOOT_RC=$?
 	QEMU_PID=
 	BOOT_SECS=$((SECONDS - start))
 	touch "$dir"/{console,results}.log
+	if [[ -n $PROGRESS ]]; then
+		progress_poll "$dir/results.log"
+		progress_end
+	fi
 	# Drop CRs and the firmware's terminal escapes (ESC c, ESC [...x).
 	sed -i -e 's/\r$//' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' \
 		"$dir"/{console,results}.log
@@ -780,10 +912,13 @@ kernel_list() {
 	cat "$CACHE/kernels.list"
 }
 
+# lock_cache: $CACHE/.lock shared, $BUILDROOT/.lock alone (run, demo)
 lock_cache() {
+	lock_shared
 	mkdir -p "$BUILDROOT"
 	exec 9>"$BUILDROOT/.lock"
-	flock -n 9 || die "another testbed run holds $BUILDROOT/.lock"
+	flock -n 9 ||
+		die "another testbed run or demo is using $BUILDROOT: run this again when it has finished, or set KPATCH_CACHE to another cache"
 }
 
 # build_for KVER: build into $BUILDROOT/KVER, log in $BUILDROOT/KVER.build.log
@@ -826,14 +961,26 @@ lockdown_boot() {
 	log "$kver: lockdown guest ran ${BOOT_SECS}s"
 }
 
+# count_tests: the test scripts that make_initramfs puts in the guest
+count_tests() {
+	local f n=0
+	for f in "$SRC"/selftests/test-${KPATCH_TESTS:-*}.sh; do
+		if [[ -e $f ]]; then n=$((n + 1)); fi
+	done
+	echo "$n"
+}
+
 cmd_run() {
 	local kernels=("$@") kver rc=0
+	if [[ -n ${KPATCH_TESTS:-} && $KPATCH_TESTS != lockdown ]] && (($(count_tests) == 0)); then
+		die "KPATCH_TESTS=$KPATCH_TESTS: no $SRC/selftests/test-$KPATCH_TESTS.sh"
+	fi
+	lock_cache
 	if ((${#kernels[@]} == 0)); then
 		local list
 		list=$(kernel_list)
 		mapfile -t kernels <<<"$list"
 	fi
-	lock_cache
 	for kver in "${kernels[@]}"; do
 		TAPN=0
 		echo "# kernel $kver"
@@ -851,11 +998,13 @@ cmd_run() {
 			tmo=${KPATCH_TEST_TIMEOUT:-2400} ltmo=${KPATCH_LOCKDOWN_TIMEOUT:-600}
 		fi
 		if [[ ${KPATCH_TESTS:-} != lockdown ]]; then
+			PROGRESS=$kver PROGRESS_TOTAL=$(count_tests)
 			make_and_boot "$kver" test "$tmo"
 			results_to_tap "$dir/results.log"
 			check_guest "$kver" "$dir" "the tests" "$tmo" || rc=1
 		fi
 		if [[ -z ${KPATCH_TESTS:-} || $KPATCH_TESTS == lockdown ]]; then
+			PROGRESS="$kver (lockdown)" PROGRESS_TOTAL=1
 			lockdown_boot "$kver" "$ltmo"
 			results_to_tap "$dir/lockdown/results.log"
 			check_guest "$kver (lockdown)" "$dir/lockdown" "the lockdown tests" \
@@ -870,12 +1019,25 @@ cmd_run() {
 	return "$rc"
 }
 
+# demo_kernel: demo.kernel (setup, with or without --demo), or the first
+# of kernels.list in a cache set up before demo.kernel existed.
+demo_kernel() {
+	local kver
+	if [[ -s $CACHE/demo.kernel ]]; then
+		read -r kver <"$CACHE/demo.kernel"
+	elif [[ -s $CACHE/kernels.list ]]; then
+		read -r kver <"$CACHE/kernels.list"
+	fi
+	[[ -n ${kver:-} ]] || die "$CACHE/demo.kernel missing (run: $SELF setup --demo)"
+	echo "$kver"
+}
+
 cmd_demo() {
 	(($# == 0)) || usage
 	local kver dir rc=0
-	kver=$(kernel_list | head -n 1)
-	dir=$BUILDROOT/$kver
 	lock_cache
+	kver=$(demo_kernel)
+	dir=$BUILDROOT/$kver
 	if ! build_for "$kver"; then
 		tail -n 30 "$BUILDROOT/$kver.build.log" >&2
 		die "build for $kver failed"
@@ -889,6 +1051,7 @@ cmd_demo() {
 
 # Benchmarks: their own guests and init, see selftests/bench/bench.sh.
 cmd_bench() {
+	lock_shared
 	exec "$SRC/selftests/bench/bench.sh" "$@"
 }
 
@@ -899,7 +1062,7 @@ case $cmd in
 setup) cmd_setup "$@" ;;
 build) cmd_build "$@" ;;
 run) cmd_run "$@" ;;
-kmake) (($# >= 2)) || usage; kmake "$@" ;;
+kmake) (($# >= 2)) || usage; lock_shared; kmake "$@" ;;
 demo) cmd_demo "$@" ;;
 bench) cmd_bench "$@" ;;
 *) usage ;;

@@ -9,7 +9,8 @@
 # -icount shift=0,sleep=off -smp 1 so that one guest ns is one guest
 # instruction (nokaslr: module addresses, hence kpatch's hash chains, stay
 # the same from boot to boot), run guest-bench.sh, print markdown tables and write
-# $KPATCH_CACHE/bench/<kver>.csv.  At the end, gnuplot draws
+# $KPATCH_CACHE/bench/<kver>.csv.  At the end, gnuplot (gnuplot-nox,
+# installed first if missing) draws
 # $KPATCH_CACHE/bench/window.png (stop_machine window vs tasks, and vs the
 # tasks that ran between kpatch's pre-walk and its stop_machine()).
 #
@@ -28,7 +29,7 @@ OUT=$CACHE/bench
 NFUNCS=${KPATCH_BENCH_FUNCS:-1000}
 TIMEOUT=${KPATCH_BENCH_TIMEOUT:-900}
 
-export LC_ALL=C
+export LC_ALL=C DEBIAN_FRONTEND=noninteractive
 
 log() { echo "bench: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -107,6 +108,19 @@ boot() {
 	if grep -a '^@@ error' "$dir/results.log" >&2; then
 		die "$kver: a measurement failed"
 	fi
+}
+
+# need_gnuplot: gnuplot for window.png; installs gnuplot-nox (without X)
+# the way testbed.sh setup installs packages, before the guests run
+need_gnuplot() {
+	command -v gnuplot >/dev/null && return 0
+	((EUID == 0)) || die "no gnuplot for $OUT/window.png (run as root to install gnuplot-nox)"
+	log "apt-get install gnuplot-nox"
+	apt-get install -y -q --no-install-recommends gnuplot-nox >&2 ||
+		{ apt-get update -q >&2 &&
+		  apt-get install -y -q --no-install-recommends gnuplot-nox >&2; } ||
+		die "cannot install gnuplot-nox"
+	command -v gnuplot >/dev/null || die "gnuplot-nox installed no gnuplot"
 }
 
 # results.log -> CSV "kernel,metric,value"; size(1) of kpatch.ko added
@@ -203,7 +217,6 @@ report() {
 
 plot() {
 	local kver dat ran plots=() rans=() i=0
-	command -v gnuplot >/dev/null || { log "no gnuplot: no $OUT/window.png"; return 0; }
 	for kver in "$@"; do
 		ran=$OUT/$kver.ran.dat
 		awk -F, '
@@ -263,6 +276,7 @@ main() {
 	mkdir -p "$OUT"
 	exec 9>"$OUT/.lock"
 	flock -n 9 || die "another bench run holds $OUT/.lock"
+	need_gnuplot
 	for kver in "${kernels[@]}"; do
 		dir=$OUT/$kver
 		mkdir -p "$dir"

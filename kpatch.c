@@ -2577,8 +2577,8 @@ static int kpatch_try(struct kpatch_update *upd)
 
 	pr_notice_once("tainting kernel with TAINT_LIVEPATCH\n");
 	add_taint(TAINT_LIVEPATCH, LOCKDEP_STILL_OK);
-	pr_notice("patch '%s' enabled (%d functions)\n", kpmod->name,
-		  kpmod->num_funcs);
+	pr_notice("patch '%s' enabled (%d function%s)\n", kpmod->name,
+		  kpmod->num_funcs, kpmod->num_funcs == 1 ? "" : "s");
 	return 0;
 
 err_sites:

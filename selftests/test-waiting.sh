@@ -298,3 +298,32 @@ check "the thread calls kpatch_test_busy_fn again" \
 check_eq "the call ran the old function" $((old_calls + 1)) \
 	"$(modparam kpatch_test_busy old_calls)"
 check_no_splat
+
+# A waiting replace removes, when it wakes, every patch enabled then: no
+# unpatch may take (and free) one of them meanwhile.
+start_test "a replace sleeping between tries"
+log_mark
+expect_ok patch w_unp "$fn" "$fn_new"
+busy_param hold 1
+busy_param again 1
+check "precondition: the thread waits in kpatch_test_busy_fn_new" \
+	wait_until modparam_is kpatch_test_busy state 3
+check "precondition: replace w_repl2 is refused and sleeps until its next try" \
+	sleeper_start "replace w_repl2 $a $a1"
+
+log_mark
+probe_kp 10 "unpatch w_unp"
+check_eq "unpatch w_unp (the replace will remove it) -> EBUSY" EBUSY "$probe_out"
+check "a log line names w_unp for the refusal" refusal_logged w_unp
+check_eq "nothing replaced yet" "a=1 b=2" "$(target_values)"
+
+sleeper_ensure
+log_mark
+busy_param hold 0
+check "released: the sleeping replace w_repl2 returns within 10 s" sleeper_finish 10
+check_eq "replace w_repl2 -> OK" OK "$KP_RESULT"
+check_eq "w_repl2 patched a" "a=11 b=2" "$(target_values)"
+expect_errno ENOENT unpatch w_unp
+expect_ok unpatch w_repl2
+check_patches "nothing patched"
+check_no_splat

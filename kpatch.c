@@ -2490,13 +2490,16 @@ static bool kpatch_valid_name(const char *name)
  * other updates, which may change the table meanwhile.  So every try is
  * prepared anew against the table as it is then (kpatch_try()), and a
  * waiting update keeps for itself only what another update must not take:
- * the name of the patch it adds, and the patch it removes.  Protected by
- * kpatch_mutex; entries live on the waiting task's stack.
+ * the name of the patch it adds, and the patches it removes -- one, or
+ * for a replace every patch enabled when it wakes.  Nobody else may
+ * remove (and so free) those meanwhile.  Protected by kpatch_mutex;
+ * entries live on the waiting task's stack.
  */
 struct kpatch_waiting {
 	struct list_head list;
 	const char *name;		/* patch being added, or NULL */
 	struct kpatch_module *remove;	/* patch being removed, or NULL */
+	bool replace;			/* removes every patch */
 };
 
 static LIST_HEAD(kpatch_waiting);
@@ -2512,13 +2515,16 @@ static bool kpatch_name_taken(const char *name)
 	return kpatch_find_patch(name);
 }
 
-/* Is an update waiting to remove @kpmod (or, for NULL, any patch)? */
+/*
+ * Does an update wait to remove @kpmod: an unpatch of it, or a replace?
+ * For NULL: does an unpatch of any patch wait?
+ */
 static bool kpatch_removal_waits(const struct kpatch_module *kpmod)
 {
 	struct kpatch_waiting *w;
 
 	list_for_each_entry(w, &kpatch_waiting, list)
-		if (w->remove && (!kpmod || w->remove == kpmod))
+		if (kpmod ? w->remove == kpmod || w->replace : !!w->remove)
 			return true;
 	return false;
 }
@@ -2614,6 +2620,7 @@ static bool kpatch_retry(struct kpatch_update *upd, int ret, unsigned int try)
 	struct kpatch_waiting w = {
 		.name = upd->add ? upd->add->name : NULL,
 		.remove = upd->remove,
+		.replace = upd->replace,
 	};
 	bool last;
 
@@ -2705,7 +2712,7 @@ static int kpatch_disable(struct kpatch_module *kpmod)
 	lockdep_assert_held(&kpatch_mutex);
 
 	if (kpatch_removal_waits(kpmod)) {
-		pr_err("unpatch '%s' refused: another unpatch of it waits to try again\n",
+		pr_err("unpatch '%s' refused: an unpatch of it or a replace waits to try again\n",
 		       kpmod->name);
 		return -EBUSY;
 	}
@@ -2776,7 +2783,7 @@ EXPORT_SYMBOL_GPL(kpatch_register);
  * Return: 0 on success; -EINVAL if @kpmod is not enabled (for instance
  * because `unpatch` or a replacing patch already removed it); -EBUSY when
  * a function is still in use after the retries, or when an `unpatch` of
- * the same patch waits between its tries; -ENOMEM.  On failure the patch
+ * the same patch or a `replace` waits between its tries; -ENOMEM.  On failure the patch
  * stays enabled.
  */
 int kpatch_unregister(struct kpatch_module *kpmod)

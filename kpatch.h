@@ -62,12 +62,65 @@ struct kpatch_func {
 	enum kpatch_op op;
 };
 
+struct kpatch_module;
+
+/**
+ * enum kpatch_hook - when a hook of a patch runs
+ * @KPATCH_PRE_PATCH:     before the patch is enabled; process context, may
+ *                        sleep.  A negative errno vetoes the update.
+ * @KPATCH_STOP_PATCH:    inside stop_machine(), interrupts off on every CPU,
+ *                        after the stack check and before any new function
+ *                        can run: converts data to what the new functions
+ *                        expect.  Must not sleep.  A negative errno makes
+ *                        the update fail (it must then have changed
+ *                        nothing).
+ * @KPATCH_UNDO_PATCH:    same context: undoes what the stop-patch hook did,
+ *                        when the update rolls back after it had run.
+ * @KPATCH_POST_PATCH:    after the patch took effect; process context.  Also
+ *                        after an unpatch of the patch failed once its
+ *                        pre-unpatch hook had run (it is in effect again).
+ * @KPATCH_PRE_UNPATCH:   as @KPATCH_PRE_PATCH, before the patch is removed.
+ * @KPATCH_STOP_UNPATCH:  as @KPATCH_STOP_PATCH, converts the data back.
+ * @KPATCH_UNDO_UNPATCH:  undoes the stop-unpatch hook on a roll back.
+ * @KPATCH_POST_UNPATCH:  after the patch was removed, when no task runs or
+ *                        will run any of its new functions; also after a
+ *                        patch failed once its pre-patch hook had run.
+ * @KPATCH_NR_HOOKS:      number of hooks
+ *
+ * Every hook has the type &kpatch_hook_t; the return value of the undo and
+ * post hooks is ignored.  See "Hooks" in Documentation.txt for the order
+ * of the hooks of a replace and what a stop hook may do.
+ */
+enum kpatch_hook {
+	KPATCH_PRE_PATCH,
+	KPATCH_STOP_PATCH,
+	KPATCH_UNDO_PATCH,
+	KPATCH_POST_PATCH,
+	KPATCH_PRE_UNPATCH,
+	KPATCH_STOP_UNPATCH,
+	KPATCH_UNDO_UNPATCH,
+	KPATCH_POST_UNPATCH,
+	KPATCH_NR_HOOKS,
+};
+
+/**
+ * typedef kpatch_hook_t - a hook of a patch
+ * @kpmod: the patch; for a patch from the control file, kpatch's own
+ *         structure, of which only ->name is of use to the hook
+ *
+ * Return: 0, or a negative errno (pre and stop hooks only) to refuse.
+ */
+typedef int (*kpatch_hook_t)(struct kpatch_module *kpmod);
+
 /**
  * struct kpatch_module - a patch: a set of functions replaced together
  * @mod:       the patch module that owns this structure (THIS_MODULE); it
  *             names the patch and is pinned while the patch is enabled
  * @funcs:     array of @num_funcs functions to replace
  * @num_funcs: number of entries in @funcs (at least one)
+ * @hooks:     optional hooks, indexed by &enum kpatch_hook; each must be
+ *             a function in module text (not vmlinux, not __init); its
+ *             module is pinned while the patch is enabled
  * @enabled:   set by the core: true while the patch is in effect
  * @list:      private: link in the core's list of enabled patches
  * @kobj:      private: /sys/kernel/kpatch/patches/<name>
@@ -75,13 +128,14 @@ struct kpatch_func {
  *             registered through kpatch_register())
  * @pins:      private: modules referenced while the patch is enabled: the
  *             patch module, the modules of each old and new function
- *             (NULL for vmlinux), kpatch itself
+ *             (NULL for vmlinux), kpatch itself, the module of each hook
  * @num_pins:  private: number of entries in @pins
  */
 struct kpatch_module {
 	struct module *mod;
 	struct kpatch_func *funcs;
 	int num_funcs;
+	kpatch_hook_t hooks[KPATCH_NR_HOOKS];
 
 	bool enabled;
 

@@ -25,9 +25,12 @@
  * hook that fails logs "<hook> <name> returns <errno>".
  *
  * With api=1 the init registers, with kpatch_register(), a patch that
- * redirects kpatch_test_hooks_f() to kpatch_test_hooks_f1() and has all
- * eight hooks (patch name: kpatch_test_hooks; fail= applies as above,
- * given on the insmod line).  api_bad= gives it one bad hook instead of
+ * redirects kpatch_test_target's kpatch_test_value_a() (1) to
+ * kpatch_test_hooks_f1() (101) and has all eight hooks (patch name:
+ * kpatch_test_hooks; fail= applies as above, given on the insmod line,
+ * with commas).  (The old function cannot be one of this module's: kpatch
+ * refuses a module whose init is running.)  The module needs
+ * kpatch_test_target, which it takes kpatch_test_value_a() from.  api_bad= gives it one bad hook instead of
  * its pre-patch hook: "vmlinux" (a function of the kernel), "init" (a
  * function of this module's __init text), "mid" (one byte into a hook).
  * If kpatch_register() fails, the init compares the struct
@@ -468,7 +471,7 @@ static int __init kpatch_test_hooks_api(void)
 	struct kpatch_module *kpmod = &kpatch_test_hooks_kpmod;
 	int ret;
 
-	kpatch_test_hooks_funcs[0].old_addr = (unsigned long)kpatch_test_hooks_f;
+	kpatch_test_hooks_funcs[0].old_addr = (unsigned long)kpatch_test_value_a;
 	kpatch_test_hooks_funcs[0].new_addr = (unsigned long)kpatch_test_hooks_f1;
 
 	if (!strcmp(api_bad, "vmlinux")) {
@@ -484,7 +487,7 @@ static int __init kpatch_test_hooks_api(void)
 		return -EINVAL;
 	}
 	if (*api_bad)
-		pr_info("api_bad=%s: pre-patch hook %px\n", api_bad,
+		pr_info("api_bad=%s: pre-patch hook %pS\n", api_bad,
 			kpmod->hooks[KPATCH_PRE_PATCH]);
 
 	memcpy(&kpmod_before, kpmod, sizeof(kpmod_before));

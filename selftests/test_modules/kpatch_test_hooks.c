@@ -14,15 +14,15 @@
  * "kpatch_test_hooks: <hook> <patch name>" (the hook as the control file
  * spells it), so that a test reads the order of the calls from the
  * kernel log, and counts its call in "calls".  The pre and post hooks
- * sleep (msleep(1)) and allocate with GFP_KERNEL, which the debug kernel
+ * sleep (usleep_range()) and allocate with GFP_KERNEL, which the debug kernel
  * checks is allowed there; the stop and undo hooks must run with
  * interrupts off (inside stop_machine()), the others with interrupts on:
  * every call in the wrong context is logged and counted in "errors".
  *
  * "fail" makes a hook return an error: write "HOOK NAME ERRNO" (e.g.
  * "pre-unpatch hB -13", or with commas for the blanks; NAME "*" for any
- * patch), "none" to clear it.  A
- * hook that fails logs "<hook> <name> returns <errno>".
+ * patch), "none" to clear it.  A hook that fails logs "<hook> <name>
+ * returns <errno>".
  *
  * With api=1 the init registers, with kpatch_register(), a patch that
  * redirects kpatch_test_target's kpatch_test_value_a() (1) to
@@ -30,9 +30,10 @@
  * kpatch_test_hooks; fail= applies as above, given on the insmod line,
  * with commas).  (The old function cannot be one of this module's: kpatch
  * refuses a module whose init is running.)  The module needs
- * kpatch_test_target, which it takes kpatch_test_value_a() from.  api_bad= gives it one bad hook instead of
- * its pre-patch hook: "vmlinux" (a function of the kernel), "init" (a
- * function of this module's __init text), "mid" (one byte into a hook).
+ * kpatch_test_target, which it takes kpatch_test_value_a() from.
+ * api_bad= gives it one bad hook instead of its pre-patch hook: "vmlinux"
+ * (a function of the kernel), "init" (a function of this module's __init
+ * text), "mid" (one byte into a hook).
  * If kpatch_register() fails, the init compares the struct
  * kpatch_module and the funcs array with copies made before the call and
  * logs "kpatch_register() failed: N" and either "structures intact after
@@ -108,7 +109,12 @@ static const struct kernel_param_ops kpatch_test_hooks_value_ops = {
 module_param_cb(value, &kpatch_test_hooks_value_ops, NULL, 0444);
 MODULE_PARM_DESC(value, "what kpatch_test_hooks_f() returns now");
 
-/* ---- hooks ---- */
+/*
+ * ---- hooks ----
+ *
+ * Exported, so that they stay out of line, address-taken (ENDBR on IBT
+ * kernels) and in /proc/kallsyms under their names.
+ */
 
 static const char *const kpatch_test_hooks_names[KPATCH_NR_HOOKS] = {
 	[KPATCH_PRE_PATCH] = "pre-patch",
@@ -222,7 +228,7 @@ static int kpatch_test_hooks_run(struct kpatch_module *kpmod,
 			       name);
 		} else {
 			/* allowed here; the debug kernel checks that */
-			msleep(1);
+			usleep_range(1000, 2000);
 			p = kmalloc(64, GFP_KERNEL);
 			if (!p) {
 				atomic_inc(&kpatch_test_hooks_errors);
@@ -247,53 +253,48 @@ noinline int kpatch_test_hooks_pre_patch(struct kpatch_module *kpmod)
 {
 	return kpatch_test_hooks_run(kpmod, KPATCH_PRE_PATCH);
 }
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_pre_patch);
 
 noinline int kpatch_test_hooks_stop_patch(struct kpatch_module *kpmod)
 {
 	return kpatch_test_hooks_run(kpmod, KPATCH_STOP_PATCH);
 }
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_stop_patch);
 
 noinline int kpatch_test_hooks_undo_patch(struct kpatch_module *kpmod)
 {
 	return kpatch_test_hooks_run(kpmod, KPATCH_UNDO_PATCH);
 }
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_undo_patch);
 
 noinline int kpatch_test_hooks_post_patch(struct kpatch_module *kpmod)
 {
 	return kpatch_test_hooks_run(kpmod, KPATCH_POST_PATCH);
 }
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_post_patch);
 
 noinline int kpatch_test_hooks_pre_unpatch(struct kpatch_module *kpmod)
 {
 	return kpatch_test_hooks_run(kpmod, KPATCH_PRE_UNPATCH);
 }
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_pre_unpatch);
 
 noinline int kpatch_test_hooks_stop_unpatch(struct kpatch_module *kpmod)
 {
 	return kpatch_test_hooks_run(kpmod, KPATCH_STOP_UNPATCH);
 }
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_stop_unpatch);
 
 noinline int kpatch_test_hooks_undo_unpatch(struct kpatch_module *kpmod)
 {
 	return kpatch_test_hooks_run(kpmod, KPATCH_UNDO_UNPATCH);
 }
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_undo_unpatch);
 
 noinline int kpatch_test_hooks_post_unpatch(struct kpatch_module *kpmod)
 {
 	return kpatch_test_hooks_run(kpmod, KPATCH_POST_UNPATCH);
 }
-
-/*
- * Exported, so that the hooks stay out of line, address-taken (ENDBR on
- * IBT kernels) and in /proc/kallsyms under these names.
- */
-EXPORT_SYMBOL_GPL(kpatch_test_hooks_pre_patch);
-EXPORT_SYMBOL_GPL(kpatch_test_hooks_stop_patch);
-EXPORT_SYMBOL_GPL(kpatch_test_hooks_undo_patch);
-EXPORT_SYMBOL_GPL(kpatch_test_hooks_post_patch);
-EXPORT_SYMBOL_GPL(kpatch_test_hooks_pre_unpatch);
-EXPORT_SYMBOL_GPL(kpatch_test_hooks_stop_unpatch);
-EXPORT_SYMBOL_GPL(kpatch_test_hooks_undo_unpatch);
 EXPORT_SYMBOL_GPL(kpatch_test_hooks_post_unpatch);
 
 /* ---- sleepers ---- */
@@ -398,13 +399,15 @@ MODULE_PARM_DESC(sleepers, "write N: start N threads sleeping in kpatch_test_hoo
 static int kpatch_test_hooks_pids_get(char *buffer,
 				      const struct kernel_param *kp)
 {
+	struct task_struct *t;
 	int len = 0, i;
 
 	mutex_lock(&kpatch_test_hooks_mutex);
-	for (i = 0; i < kpatch_test_hooks_batch_n; i++)
+	for (i = 0; i < kpatch_test_hooks_batch_n; i++) {
+		t = kpatch_test_hooks_threads[kpatch_test_hooks_batch_start + i];
 		len += scnprintf(buffer + len, PAGE_SIZE - len, "%s%d",
-				 i ? " " : "",
-				 task_pid_nr(kpatch_test_hooks_threads[kpatch_test_hooks_batch_start + i]));
+				 i ? " " : "", task_pid_nr(t));
+	}
 	len += scnprintf(buffer + len, PAGE_SIZE - len, "\n");
 	mutex_unlock(&kpatch_test_hooks_mutex);
 	return len;

@@ -22,24 +22,27 @@
 KP_CHECK=$KP_DEBUGFS/check
 
 setup_modules kpatch kpatch_test_target kpatch_test_new kpatch_test_hooks kpatch_test_busy
-f=$(sym kpatch_test_hooks_f kpatch_test_hooks) || bail "setup: find kpatch_test_hooks_f"
-f1=$(sym kpatch_test_hooks_f1 kpatch_test_hooks) || bail "setup: find kpatch_test_hooks_f1"
-f2=$(sym kpatch_test_hooks_f2 kpatch_test_hooks) || bail "setup: find kpatch_test_hooks_f2"
-sl=$(sym kpatch_test_hooks_sleep_fn kpatch_test_hooks) ||
-	bail "setup: find kpatch_test_hooks_sleep_fn"
-sl_new=$(sym kpatch_test_hooks_sleep_fn_new kpatch_test_hooks) ||
-	bail "setup: find kpatch_test_hooks_sleep_fn_new"
+# kpatch_test_hooks's symbols, in one pass over kallsyms
+grep -F '[kpatch_test_hooks]' "$(kallsyms)" >"$KP_TMP/hsyms" ||
+	bail "setup: kpatch_test_hooks's symbols"
+hsym() {
+	awk -v n="kpatch_test_hooks_$1" '$3 == n { print $1; exit }' "$KP_TMP/hsyms"
+}
+f=$(hsym f)
+f1=$(hsym f1)
+f2=$(hsym f2)
+sl=$(hsym sleep_fn)
+sl_new=$(hsym sleep_fn_new)
+h_pre=$(hsym pre_patch)
+h_stop=$(hsym stop_patch)
+h_post_un=$(hsym post_unpatch)
+h_pre_un=$(hsym pre_unpatch)
+for v in "$f" "$f1" "$f2" "$sl" "$sl_new" "$h_pre" "$h_stop" "$h_post_un" "$h_pre_un"; do
+	[ -n "$v" ] || bail "setup: find the functions of kpatch_test_hooks"
+done
 busy=$(sym kpatch_test_busy_fn kpatch_test_busy) || bail "setup: find kpatch_test_busy_fn"
 busy_new=$(sym kpatch_test_busy_fn_new kpatch_test_busy) ||
 	bail "setup: find kpatch_test_busy_fn_new"
-h_pre=$(sym kpatch_test_hooks_pre_patch kpatch_test_hooks) ||
-	bail "setup: find kpatch_test_hooks_pre_patch"
-h_stop=$(sym kpatch_test_hooks_stop_patch kpatch_test_hooks) ||
-	bail "setup: find kpatch_test_hooks_stop_patch"
-h_post_un=$(sym kpatch_test_hooks_post_unpatch kpatch_test_hooks) ||
-	bail "setup: find kpatch_test_hooks_post_unpatch"
-h_pre_un=$(sym kpatch_test_hooks_pre_unpatch kpatch_test_hooks) ||
-	bail "setup: find kpatch_test_hooks_pre_unpatch"
 cmd=$(sym cmdline_proc_show vmlinux) || bail "setup: find cmdline_proc_show"
 HOOKS="pre-patch=$h_pre stop-patch=$h_stop post-unpatch=$h_post_un pre-unpatch=$h_pre_un"
 wait_until modparam_is kpatch_test_busy state 1 ||

@@ -37,15 +37,19 @@ HOOKS="pre-patch stop-patch undo-patch post-patch pre-unpatch stop-unpatch undo-
 
 setup_modules kpatch kpatch_test_target kpatch_test_new kpatch_test_hooks
 
-# hsym HOOK: address of kpatch_test_hooks_HOOK
+# hsym NAME: address of kpatch_test_hooks_NAME, from the list of
+# kpatch_test_hooks's symbols hook_syms makes (one pass over kallsyms
+# rather than one per symbol)
 hsym() {
-	sym "kpatch_test_hooks_$1" kpatch_test_hooks
+	awk -v n="kpatch_test_hooks_$1" '$3 == n { print $1; exit }' "$KP_TMP/hsyms"
 }
 
 # hook_syms: set h_<hook> (dashes as underscores) to the address of
 # kpatch_test_hooks_<hook>, f, f1, f2, f3 to the value functions, and ALL
 # to the hook words giving all eight hooks
 hook_syms() {
+	grep -F '[kpatch_test_hooks]' "$(kallsyms)" >"$KP_TMP/hsyms" ||
+		bail "setup: kpatch_test_hooks's symbols"
 	h_pre_patch=$(hsym pre_patch)
 	h_stop_patch=$(hsym stop_patch)
 	h_undo_patch=$(hsym undo_patch)
@@ -54,15 +58,15 @@ hook_syms() {
 	h_stop_unpatch=$(hsym stop_unpatch)
 	h_undo_unpatch=$(hsym undo_unpatch)
 	h_post_unpatch=$(hsym post_unpatch)
+	f=$(hsym f)
+	f1=$(hsym f1)
+	f2=$(hsym f2)
+	f3=$(hsym f3)
 	for _hs in "$h_pre_patch" "$h_stop_patch" "$h_undo_patch" "$h_post_patch" \
 		   "$h_pre_unpatch" "$h_stop_unpatch" "$h_undo_unpatch" \
-		   "$h_post_unpatch"; do
-		[ -n "$_hs" ] || bail "setup: find the hooks of kpatch_test_hooks"
+		   "$h_post_unpatch" "$f" "$f1" "$f2" "$f3"; do
+		[ -n "$_hs" ] || bail "setup: find the functions of kpatch_test_hooks"
 	done
-	f=$(sym kpatch_test_hooks_f kpatch_test_hooks) || bail "setup: find kpatch_test_hooks_f"
-	f1=$(sym kpatch_test_hooks_f1 kpatch_test_hooks) || bail "setup: find kpatch_test_hooks_f1"
-	f2=$(sym kpatch_test_hooks_f2 kpatch_test_hooks) || bail "setup: find kpatch_test_hooks_f2"
-	f3=$(sym kpatch_test_hooks_f3 kpatch_test_hooks) || bail "setup: find kpatch_test_hooks_f3"
 	ALL="pre-patch=$h_pre_patch stop-patch=$h_stop_patch undo-patch=$h_undo_patch"
 	ALL="$ALL post-patch=$h_post_patch pre-unpatch=$h_pre_unpatch"
 	ALL="$ALL stop-unpatch=$h_stop_unpatch undo-unpatch=$h_undo_unpatch"

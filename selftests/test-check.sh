@@ -228,6 +228,8 @@ check_grep "log: would fail, 3 tasks" \
 check_grep "log: kpatch_busy" \
 	"$(blocker_log patch s1 "$busy_pid" kpatch_busy kpatch_test_busy_fn kpatch_test_busy)" \
 	"$(log_since_mark)"
+# kpatch_busy polls; no need to keep it running
+check "rmmod kpatch_test_busy" unload_mod kpatch_test_busy
 
 log_mark
 # shellcheck disable=SC2086

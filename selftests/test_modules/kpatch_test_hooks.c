@@ -63,6 +63,7 @@
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/string.h>
+#include <linux/wait.h>
 
 #include "kpatch.h"
 #include "kpatch_test.h"
@@ -303,7 +304,24 @@ EXPORT_SYMBOL_GPL(kpatch_test_hooks_post_unpatch);
 #define KPATCH_TEST_HOOKS_BATCH		4
 
 static bool release;
-module_param(release, bool, 0644);
+static DECLARE_WAIT_QUEUE_HEAD(kpatch_test_hooks_wq);
+
+/* The sleepers wait on a queue, not in a polling loop: cheap on TCG. */
+static int kpatch_test_hooks_release_set(const char *val,
+					 const struct kernel_param *kp)
+{
+	int ret = param_set_bool(val, kp);
+
+	if (!ret)
+		wake_up_all(&kpatch_test_hooks_wq);
+	return ret;
+}
+
+static const struct kernel_param_ops kpatch_test_hooks_release_ops = {
+	.set = kpatch_test_hooks_release_set,
+	.get = param_get_bool,
+};
+module_param_cb(release, &kpatch_test_hooks_release_ops, &release, 0644);
 MODULE_PARM_DESC(release, "1 lets the sleepers leave the sleep functions");
 
 static atomic_t kpatch_test_hooks_sleeping = ATOMIC_INIT(0);
@@ -316,8 +334,8 @@ static DEFINE_MUTEX(kpatch_test_hooks_mutex);
 
 static void kpatch_test_hooks_sleep(void)
 {
-	while (!READ_ONCE(release) && !kthread_should_stop())
-		schedule_timeout_interruptible(HZ / 20);
+	wait_event_interruptible(kpatch_test_hooks_wq,
+				 READ_ONCE(release) || kthread_should_stop());
 }
 
 noinline void kpatch_test_hooks_sleep_fn(void)
@@ -341,8 +359,7 @@ EXPORT_SYMBOL_GPL(kpatch_test_hooks_sleep_fn_new);
 static int kpatch_test_hooks_sleeper(void *data)
 {
 	kpatch_test_hooks_sleep_fn();
-	while (!kthread_should_stop())
-		schedule_timeout_interruptible(HZ / 20);
+	wait_event_interruptible(kpatch_test_hooks_wq, kthread_should_stop());
 	return 0;
 }
 

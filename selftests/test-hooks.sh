@@ -125,7 +125,7 @@ check_hooks() {
 
 # check_kplog DESC ERE: a kpatch line of KP_LOG matches ERE
 check_kplog() {
-	check_grep "$1" "kpatch: .*$2" "$KP_LOG"
+	check_grep "$1" "kpatch: .*($2)" "$KP_LOG"
 }
 
 check_context() {
@@ -364,29 +364,29 @@ bad() {
 
 save_state
 
-bad "hook in vmlinux" "is not in a module" \
+bad "hook in vmlinux" "e1: pre-patch hook .*is not in a module" \
 	"patch e1 $f $f1 pre-patch=$cmd"
-bad "hook in the middle of a function" "is not the start of a function" \
+bad "hook in the middle of a function" "e1: stop-patch hook .*is not the start of a function" \
 	"patch e1 $f $f1 stop-patch=$(addr_add "$h_stop_patch" 1)"
-bad "hook address is module data" "is not .*text" \
+bad "hook address is module data" "e1: post-patch hook .*is not .*text" \
 	"patch e1 $f $f1 post-patch=$tdata"
-bad "hook in a module that is gone" "$(echo "$gone" | sed 's/^0*//')" \
+bad "hook in a module that is gone" "e1: pre-patch hook $(echo "$gone" | sed 's/^0*//')" \
 	"patch e1 $f $f1 pre-patch=$gone"
-bad "unknown hook keyword" "pre-frob" \
+bad "unknown hook keyword" "pre-frob.*hook|hook.*pre-frob" \
 	"patch e1 $f $f1 pre-frob=$h_pre_patch"
-bad "hook keyword in capitals" "PRE-PATCH" \
+bad "hook keyword in capitals" "PRE-PATCH.*hook|hook.*PRE-PATCH" \
 	"patch e1 $f $f1 PRE-PATCH=$h_pre_patch"
-bad "no hook keyword" "=" \
+bad "no hook keyword" "'=[0-9a-f]+'.*hook" \
 	"patch e1 $f $f1 =$h_pre_patch"
-bad "the same hook twice" "pre-patch" \
+bad "the same hook twice" "pre-patch hook.*twice" \
 	"patch e1 $f $f1 pre-patch=$h_pre_patch stop-patch=$h_stop_patch pre-patch=$h_pre_patch"
-bad "the same hook twice, different addresses" "post-patch" \
+bad "the same hook twice, different addresses" "post-patch hook.*twice" \
 	"replace e1 $f $f1 post-patch=$h_post_patch post-patch=$h_post_unpatch"
-bad "hook address not hexadecimal" "xyz" \
+bad "hook address not hexadecimal" "'pre-patch=xyz'" \
 	"patch e1 $f $f1 pre-patch=xyz"
-bad "hook address empty" "pre-patch" \
+bad "hook address empty" "'pre-patch='" \
 	"patch e1 $f $f1 pre-patch="
-bad "hook address with trailing garbage" "pre-patch" \
+bad "hook address with trailing garbage" "'pre-patch=[0-9a-f]+g'" \
 	"patch e1 $f $f1 pre-patch=${h_pre_patch}g"
 bad "hook word on unpatch" "unpatch" \
 	"unpatch base pre-unpatch=$h_pre_unpatch"

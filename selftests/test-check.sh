@@ -299,6 +299,7 @@ same_errno EINVAL "patch e1 -22" "patch e1 $f $f1 pre-patch=$cmd"
 same_errno EINVAL "replace e1 -22" "replace e1 $f $f1 pre-patch=$h_pre pre-patch=$h_pre"
 
 start_test "check without a mode or with an unknown one"
+log_mark
 save_state
 expect_errno EINVAL check
 expect_errno EINVAL check c1 "$f" "$f1"
@@ -308,5 +309,8 @@ expect_errno EINVAL check PATCH c1 "$f" "$f1"
 expect_errno EINVAL check unpatch
 expect_errno EINVAL check unpatch c2 extra
 check_state_unchanged
+msgs=$(log_since_mark)
+check_no_grep "kpatch knows the command check" "kpatch: unknown command" "$msgs"
+check_grep "kpatch says what check expects" "kpatch: check.*patch.*unpatch" "$msgs"
 
 param kpatch retries "$retries"

@@ -41,6 +41,7 @@
 #include <linux/moduleparam.h>
 
 #include "kpatch.h"
+#include "kpatch_test.h"
 
 #define KPATCH_TEST_SHADOW_ID	0x6b703133	/* "kp13" */
 #define KPATCH_TEST_SHADOW_NOBJ	3

@@ -13,7 +13,10 @@
  * addresses (0, -1, non-canonical and user addresses, one byte past a
  * function start, the last byte of a function, data, read-only data,
  * per-cpu, init text, ftrace and BPF trampolines), names at and past the
- * length limit and with bad bytes, and commands with many pairs.  Case I
+ * length limit and with bad bytes, commands with many pairs, hook words
+ * (HOOK=ADDR: the hooks of kpatch_test_shadow, unknown hook names, the
+ * same hook twice, '=' at the edges, vmlinux, data and junk addresses,
+ * other modules' functions) and dry runs (check VERB ...).  Case I
  * is made from its own generator state, derived from S and I only, so
  * `kpfuzz --seed S --only I` replays it on the same kernel.
  *
@@ -35,7 +38,11 @@
  * commands (default 20) and before every command the model may accept.  An
  * accepted command must have changed the patches file exactly as the model
  * says and made the patched functions return what their replacements
- * return; it is then undone and the state must be the baseline again.
+ * return, its hooks must have been called once each (pre, stop and post
+ * of its direction); it is then undone and the state must be the
+ * baseline again.  A dry run must call no hook, change nothing (it is
+ * checked like a refused command) and leave "VERB NAME ERRNO" in the
+ * check file.
  * The kernel log is read as it grows (it overflows the ring buffer long
  * before the end) and must show no splat.
  *

@@ -3007,7 +3007,7 @@ static void check_pending(void)
 	snapshot(&st_now, NULL);
 	if (!same(&st_now, &st_base)) {
 		nstate_fail++;
-		printf("# kpfuzz: FAIL: state changed by one of %u refused or dry-run cases from %lld\n",
+		printf("# kpfuzz: FAIL: state changed by one of %u cases from %lld\n",
 		       pending, pending_from);
 		printf("#   replay: kpfuzz --seed %llu --from %lld --cases %u --check-every 1\n",
 		       seed, pending_from, pending);

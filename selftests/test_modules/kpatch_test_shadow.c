@@ -140,7 +140,7 @@ noinline int kpatch_test_shadow_hook_veto(struct kpatch_module *kpmod)
  * The hooks are called through pointers: taking their addresses here
  * keeps their ENDBR on kernels with Indirect Branch Tracking.
  */
-static kpatch_hook_t const kpatch_test_shadow_hooks[] __used = {
+static const kpatch_hook_t kpatch_test_shadow_hooks[] __used = {
 	kpatch_test_shadow_pre_patch, kpatch_test_shadow_post_unpatch,
 	kpatch_test_shadow_hook_nop, kpatch_test_shadow_hook_veto,
 };

@@ -674,8 +674,7 @@ static bool safe_usable(int i)
  * command is not written.  Both count their calls (HOOK_CALLS).
  */
 #define NR_HOOKS	8
-#define HOOK_PRE_PATCH	0
-#define HOOK_PRE_UNPATCH 4
+#define HOOK_PRE_UNPATCH 4	/* the first unpatch hook */
 
 static const char * const hook_names[NR_HOOKS] = {
 	"pre-patch", "stop-patch", "undo-patch", "post-patch",
@@ -2733,7 +2732,7 @@ static bool check_patches_file(const struct cmd *c, struct entry *e, int n)
 	}
 	/* After the patch's functions, its hooks in enum order. */
 	for (k = 0; c->verb != V_UNPATCH && k < NR_HOOKS; k++) {
-		if (!c->hook[k])
+		if (!c->hook[k] || find_hookfn(c->hook[k]) < 0)
 			continue;
 		lines_w[nw++] = (char *)want.p + want.len;
 		bprintf(&want, "%s %s %s:%s %016lx", c->name, hook_names[k],

@@ -74,6 +74,22 @@ int kpatch_test_sib_fn_new(void);
 int kpatch_test_sib_helper(void);
 int kpatch_test_sib_other(void);
 
+/* kpatch_test_hooks.ko: the value functions return 100 (f1: 101, ...) */
+int kpatch_test_hooks_f(void);
+int kpatch_test_hooks_f1(void);
+int kpatch_test_hooks_f2(void);
+int kpatch_test_hooks_f3(void);
+int kpatch_test_hooks_pre_patch(struct kpatch_module *kpmod);
+int kpatch_test_hooks_stop_patch(struct kpatch_module *kpmod);
+int kpatch_test_hooks_undo_patch(struct kpatch_module *kpmod);
+int kpatch_test_hooks_post_patch(struct kpatch_module *kpmod);
+int kpatch_test_hooks_pre_unpatch(struct kpatch_module *kpmod);
+int kpatch_test_hooks_stop_unpatch(struct kpatch_module *kpmod);
+int kpatch_test_hooks_undo_unpatch(struct kpatch_module *kpmod);
+int kpatch_test_hooks_post_unpatch(struct kpatch_module *kpmod);
+void kpatch_test_hooks_sleep_fn(void);
+void kpatch_test_hooks_sleep_fn_new(void);
+
 /* kpatch_test_shadow.ko: old and new function, hooks */
 int kpatch_test_shadow_touch(struct kpatch_test_shadow_obj *obj);
 int kpatch_test_shadow_touch_new(struct kpatch_test_shadow_obj *obj);

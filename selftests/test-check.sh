@@ -1,0 +1,316 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# test-check.sh - the dry run: "check patch|replace NAME OLD NEW ..." and
+# "check unpatch NAME" validate like the real command, change nothing
+# (patches file, sysfs, ftrace, module reference counts), run no hook,
+# and answer 0 if the update would apply now, else the errno it would get:
+# EBUSY when tasks are in an affected function.  The result of the last
+# check is in /sys/kernel/debug/kpatch/check: "VERB NAME ERRNO", then one
+# "PID WHERE COMM" line per blocking task; the kernel log has a summary
+# line and one line per blocker.
+#
+# The blockers are kpatch_test_hooks's sleepers ("kp sleeper <i>", a comm
+# with blanks), in kpatch_test_hooks_sleep_fn() or, once it is patched,
+# in its replacement, and kpatch_test_busy's thread "kpatch_busy" in
+# kpatch_test_busy_fn().  What check says must agree with what the real
+# command then does (kpatch's retries set to 0 to keep it quick).
+#
+# shellcheck source-path=SCRIPTDIR source=functions.sh
+. "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
+
+KP_CHECK=$KP_DEBUGFS/check
+
+setup_modules kpatch kpatch_test_target kpatch_test_new kpatch_test_hooks kpatch_test_busy
+# kpatch_test_hooks's symbols, in one pass over kallsyms
+grep -F '[kpatch_test_hooks]' "$(kallsyms)" >"$KP_TMP/hsyms" ||
+	bail "setup: kpatch_test_hooks's symbols"
+hsym() {
+	awk -v n="kpatch_test_hooks_$1" '$3 == n { print $1; exit }' "$KP_TMP/hsyms"
+}
+f=$(hsym f)
+f1=$(hsym f1)
+f2=$(hsym f2)
+sl=$(hsym sleep_fn)
+sl_new=$(hsym sleep_fn_new)
+h_pre=$(hsym pre_patch)
+h_stop=$(hsym stop_patch)
+h_post_un=$(hsym post_unpatch)
+h_pre_un=$(hsym pre_unpatch)
+for v in "$f" "$f1" "$f2" "$sl" "$sl_new" "$h_pre" "$h_stop" "$h_post_un" "$h_pre_un"; do
+	[ -n "$v" ] || bail "setup: find the functions of kpatch_test_hooks"
+done
+busy=$(sym kpatch_test_busy_fn kpatch_test_busy) || bail "setup: find kpatch_test_busy_fn"
+busy_new=$(sym kpatch_test_busy_fn_new kpatch_test_busy) ||
+	bail "setup: find kpatch_test_busy_fn_new"
+cmd=$(sym cmdline_proc_show vmlinux) || bail "setup: find cmdline_proc_show"
+HOOKS="pre-patch=$h_pre stop-patch=$h_stop post-unpatch=$h_post_un pre-unpatch=$h_pre_un"
+wait_until modparam_is kpatch_test_busy state 1 ||
+	bail "setup: kpatch_busy thread waits in kpatch_test_busy_fn"
+busy_pid=$(modparam kpatch_test_busy pid)
+
+# param MOD NAME VALUE: write a module parameter
+param() {
+	diag "% echo $3 > /sys/module/$1/parameters/$2"
+	echo "$3" >"/sys/module/$1/parameters/$2"
+}
+
+retries=$(modparam kpatch retries)
+param kpatch retries 0
+
+# hook_calls: kpatch_test_hooks's count of hook calls
+hook_calls() {
+	modparam kpatch_test_hooks calls
+}
+
+# hook_log: the hook calls logged since the last mark
+hook_log() {
+	log_since_mark | awk '{
+		i = index($0, "kpatch_test_hooks: ")
+		if (!i)
+			next
+		s = substr($0, i + 19)
+		if (s ~ /^(pre|stop|undo|post)-(un)?patch /)
+			print s
+	}'
+}
+
+# hook_seq: hook_log on one line, commas between the calls
+hook_seq() {
+	hook_log | awk '{ printf "%s%s", (NR > 1 ? "," : ""), $0 }'
+}
+
+check_file() {
+	cat "$KP_CHECK" 2>&1
+}
+
+# check_result DESC LINE1 [ERE...]: the check file is LINE1 and then one
+# line matching each ERE, in any order, and nothing else
+check_result() {
+	_cr_desc=$1
+	_cr_first=$2
+	shift 2
+	_cr_have=$(check_file)
+	if [ "$(printf '%s\n' "$_cr_have" | head -n 1)" = "$_cr_first" ] &&
+	   printf '%s\n' "$_cr_have" | tail -n +2 | awk '
+		BEGIN { for (i = 1; i < ARGC; i++) { p[i] = ARGV[i]; ARGV[i] = "" }
+			n = ARGC - 1; bad = 0 }
+		{
+			hit = 0
+			for (i = 1; i <= n; i++)
+				if (!used[i] && $0 ~ p[i]) { used[i] = 1; hit = 1; break }
+			if (!hit)
+				bad = 1
+		}
+		END { exit (bad || NR != n) }' "$@"; then
+		ok "$_cr_desc"
+	else
+		not_ok "$_cr_desc"
+		diag "expected line 1: $_cr_first" "then (any order):" \
+			"$(printf '%s\n' "$@")"
+		diag "actual:" "$_cr_have"
+		return 1
+	fi
+}
+
+# blocker PID FUNC MOD COMM: ERE of the check file line for one blocker
+blocker() {
+	printf '^%s %s:%s[+]0x[0-9a-f]+/0x[0-9a-f]+ %s$\n' "$1" "$3" "$2" "$4"
+}
+
+# blocker_log VERB NAME PID COMM FUNC MOD: ERE of its kernel log line
+blocker_log() {
+	printf "check %s '%s': pid %s [(]%s[)] in %s[+]0x[0-9a-f]+/0x[0-9a-f]+ \\\\[%s\\\\]" \
+		"$1" "$2" "$3" "$4" "$5" "$6"
+}
+
+# dry_ok CMD...: run "check CMD...", expecting 0, with no change, no hook
+dry_ok() {
+	save_state
+	_do_calls=$(hook_calls)
+	expect_ok check "$@"
+	check_state_unchanged
+	check_eq "no hook ran" "$_do_calls" "$(hook_calls)"
+}
+
+# dry_busy CMD...: run "check CMD...", expecting EBUSY, with no change
+dry_busy() {
+	save_state
+	_db_calls=$(hook_calls)
+	expect_errno EBUSY check "$@"
+	check_state_unchanged
+	check_eq "no hook ran" "$_db_calls" "$(hook_calls)"
+}
+
+# start_sleepers N: N new sleepers in kpatch_test_hooks_sleep_fn (or its
+# replacement); sets pid0, pid1
+start_sleepers() {
+	param kpatch_test_hooks sleepers "$1"
+	wait_until modparam_is kpatch_test_hooks sleepers "$1" ||
+		bail "setup: $1 sleepers asleep"
+	# shellcheck disable=SC2046 # two numbers
+	set -- $(modparam kpatch_test_hooks sleeper_pids)
+	pid0=$1
+	pid1=$2
+	check_eq "precondition: the sleepers are kp sleeper 0 and 1" \
+		"kp sleeper 0,kp sleeper 1" \
+		"$(cat "/proc/$pid0/comm"),$(cat "/proc/$pid1/comm")"
+}
+
+release_sleepers() {
+	param kpatch_test_hooks release 1
+	check "the sleepers left" wait_until modparam_is kpatch_test_hooks sleepers 0
+}
+
+start_test "the check file"
+check_eq "mode 0400" 400 "$(stat -c %a "$KP_CHECK" 2>&1)"
+check_eq "empty before the first check" "" "$(check_file)"
+
+start_test "check patch of an idle function"
+log_mark
+# shellcheck disable=SC2086 # HOOKS: several words
+dry_ok patch c1 "$f" "$f1" $HOOKS
+check_result "check file: patch c1 0" "patch c1 0"
+check_grep "log: would apply now" "kpatch: check patch 'c1': would apply now" \
+	"$(log_since_mark)"
+check_sysfs_patches "no sysfs directory"
+check_eq "kpatch_test_hooks_f not patched" 100 "$(modparam kpatch_test_hooks value)"
+# shellcheck disable=SC2086 # HOOKS: several words
+expect_ok patch c1 "$f" "$f1" $HOOKS
+check_eq "the real patch applies" 101 "$(modparam kpatch_test_hooks value)"
+check_eq "its hooks ran" "pre-patch c1,stop-patch c1" "$(hook_seq)"
+check_no_splat
+
+start_test "check unpatch and check replace of an idle patch"
+log_mark
+dry_ok unpatch c1
+check_result "check file: unpatch c1 0" "unpatch c1 0"
+check_grep "log: would apply now" "kpatch: check unpatch 'c1': would apply now" \
+	"$(log_since_mark)"
+dry_ok replace c2 "$f" "$f2"
+check_result "check file: replace c2 0" "replace c2 0"
+check_grep "log: would apply now" "kpatch: check replace 'c2': would apply now" \
+	"$(log_since_mark)"
+expect_ok replace c2 "$f" "$f2"
+check_eq "the real replace applies" 102 "$(modparam kpatch_test_hooks value)"
+check_patches "only c2 is listed" \
+	"$(pline c2 kpatch_test_hooks:kpatch_test_hooks_f "$f" \
+		kpatch_test_hooks:kpatch_test_hooks_f2 "$f2" active)"
+check_no_splat
+
+start_test "check patch of a function two tasks sleep in"
+start_sleepers 2
+log_mark
+# shellcheck disable=SC2086
+dry_busy patch s1 "$sl" "$sl_new" $HOOKS
+check_result "check file: EBUSY and both sleepers" "patch s1 -16" \
+	"$(blocker "$pid0" kpatch_test_hooks_sleep_fn kpatch_test_hooks "kp sleeper 0")" \
+	"$(blocker "$pid1" kpatch_test_hooks_sleep_fn kpatch_test_hooks "kp sleeper 1")"
+msgs=$(log_since_mark)
+diag "kernel log:" "$msgs"
+check_grep "log: would fail, 2 tasks" \
+	"kpatch: check patch 's1': would fail [(](-16|EBUSY)[)]: 2 (tasks?|task[(]s[)]) in the way" "$msgs"
+check_grep "log: sleeper 0" \
+	"$(blocker_log patch s1 "$pid0" "kp sleeper 0" kpatch_test_hooks_sleep_fn kpatch_test_hooks)" "$msgs"
+check_grep "log: sleeper 1" \
+	"$(blocker_log patch s1 "$pid1" "kp sleeper 1" kpatch_test_hooks_sleep_fn kpatch_test_hooks)" "$msgs"
+check_no_grep "log: no hook ran" "kpatch_test_hooks: (pre|stop|undo|post)-" "$msgs"
+
+log_mark
+dry_busy patch s1 "$busy" "$busy_new" "$sl" "$sl_new"
+check_result "check file: two functions, three blockers" "patch s1 -16" \
+	"$(blocker "$pid0" kpatch_test_hooks_sleep_fn kpatch_test_hooks "kp sleeper 0")" \
+	"$(blocker "$pid1" kpatch_test_hooks_sleep_fn kpatch_test_hooks "kp sleeper 1")" \
+	"$(blocker "$busy_pid" kpatch_test_busy_fn kpatch_test_busy kpatch_busy)"
+check_grep "log: would fail, 3 tasks" \
+	"kpatch: check patch 's1': would fail [(](-16|EBUSY)[)]: 3 (tasks?|task[(]s[)]) in the way" \
+	"$(log_since_mark)"
+check_grep "log: kpatch_busy" \
+	"$(blocker_log patch s1 "$busy_pid" kpatch_busy kpatch_test_busy_fn kpatch_test_busy)" \
+	"$(log_since_mark)"
+# kpatch_busy polls; no need to keep it running
+check "rmmod kpatch_test_busy" unload_mod kpatch_test_busy
+
+log_mark
+# shellcheck disable=SC2086
+expect_refused EBUSY patch s1 "$sl" "$sl_new" $HOOKS
+check_eq "the real patch ran pre-patch, then its cancel hook" \
+	"pre-patch s1,post-unpatch s1" "$(hook_seq)"
+check_eq "both sleepers still asleep" 2 "$(modparam kpatch_test_hooks sleepers)"
+release_sleepers
+log_mark
+# shellcheck disable=SC2086
+dry_ok patch s1 "$sl" "$sl_new" $HOOKS
+check_result "check file: patch s1 0" "patch s1 0"
+check_grep "log: would apply now" "kpatch: check patch 's1': would apply now" \
+	"$(log_since_mark)"
+check_no_splat
+
+start_test "check unpatch and check replace of a function two tasks sleep in"
+log_mark
+expect_ok patch s1 "$sl" "$sl_new"
+start_sleepers 2
+check_eq "precondition: the sleepers run the new function" "old=2 new=0" \
+	"$(modparam kpatch_test_hooks sleep_calls)"
+dry_busy unpatch s1
+check_result "check file: unpatch s1, EBUSY, both sleepers" "unpatch s1 -16" \
+	"$(blocker "$pid0" kpatch_test_hooks_sleep_fn_new kpatch_test_hooks "kp sleeper 0")" \
+	"$(blocker "$pid1" kpatch_test_hooks_sleep_fn_new kpatch_test_hooks "kp sleeper 1")"
+msgs=$(log_since_mark)
+check_grep "log: would fail, 2 tasks" \
+	"kpatch: check unpatch 's1': would fail [(](-16|EBUSY)[)]: 2 (tasks?|task[(]s[)]) in the way" "$msgs"
+check_grep "log: sleeper 1" \
+	"$(blocker_log unpatch s1 "$pid1" "kp sleeper 1" kpatch_test_hooks_sleep_fn_new kpatch_test_hooks)" "$msgs"
+expect_refused EBUSY unpatch s1
+log_mark
+dry_busy replace c3 "$f" "$f1"
+check_result "check file: replace c3 (removes s1), EBUSY" "replace c3 -16" \
+	"$(blocker "$pid0" kpatch_test_hooks_sleep_fn_new kpatch_test_hooks "kp sleeper 0")" \
+	"$(blocker "$pid1" kpatch_test_hooks_sleep_fn_new kpatch_test_hooks "kp sleeper 1")"
+check_grep "log: would fail, 2 tasks" \
+	"kpatch: check replace 'c3': would fail [(](-16|EBUSY)[)]: 2 (tasks?|task[(]s[)]) in the way" \
+	"$(log_since_mark)"
+expect_refused EBUSY replace c3 "$f" "$f1"
+release_sleepers
+dry_ok unpatch s1
+check_result "check file: unpatch s1 0" "unpatch s1 0"
+dry_ok replace c3 "$f" "$f1"
+check_result "check file: replace c3 0" "replace c3 0"
+expect_ok unpatch s1
+check_no_splat
+
+# same_errno ERRNO LINE1 CMD: the command CMD and "check CMD" both fail
+# with ERRNO and change nothing; the check file's first line is LINE1
+same_errno() {
+	start_test "check $(kp_what "$3") with bad input: $1"
+	save_state
+	expect_errno_raw "$1" "$3"
+	expect_errno_raw "$1" "check $3"
+	check_result "check file: $2" "$2"
+	check_state_unchanged
+}
+
+same_errno EEXIST "patch c2 -17" "patch c2 $f $f1"
+same_errno EEXIST "replace c2 -17" "replace c2 $f $f1"
+same_errno ENOENT "unpatch nosuch -2" "unpatch nosuch"
+same_errno EINVAL "patch e1 -22" "patch e1 $f"
+same_errno EINVAL "patch e1 -22" "patch e1 $f $(addr_add "$f1" 1)"
+same_errno EINVAL "patch e1 -22" "patch e1 $f $f1 pre-patch=$cmd"
+same_errno EINVAL "replace e1 -22" "replace e1 $f $f1 pre-patch=$h_pre pre-patch=$h_pre"
+
+start_test "check without a mode or with an unknown one"
+log_mark
+save_state
+expect_errno EINVAL check
+expect_errno EINVAL check c1 "$f" "$f1"
+expect_errno EINVAL check frob c1 "$f" "$f1"
+expect_errno EINVAL check check patch c1 "$f" "$f1"
+expect_errno EINVAL check PATCH c1 "$f" "$f1"
+expect_errno EINVAL check unpatch
+expect_errno EINVAL check unpatch c2 extra
+check_state_unchanged
+msgs=$(log_since_mark)
+check_no_grep "kpatch knows the command check" "kpatch: unknown command" "$msgs"
+check_grep "kpatch says what check expects" "kpatch: check.*patch.*unpatch" "$msgs"
+
+param kpatch retries "$retries"

@@ -1,0 +1,557 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kpatch_test_hooks - hooks of a patch, for the kpatch selftests
+ * (test-hooks.sh, test-check.sh).
+ *
+ * Functions to patch: kpatch_test_hooks_f() returns 100, its replacements
+ * kpatch_test_hooks_f1/f2/f3() return 101, 102, 103; the "value"
+ * parameter reads what kpatch_test_hooks_f() returns now.
+ *
+ * Hooks, one function per kind, named after it:
+ * kpatch_test_hooks_pre_patch(), ..._stop_patch(), ..._undo_patch(),
+ * ..._post_patch(), ..._pre_unpatch(), ..._stop_unpatch(),
+ * ..._undo_unpatch(), ..._post_unpatch().  Each logs
+ * "kpatch_test_hooks: <hook> <patch name>" (the hook as the control file
+ * spells it), so that a test reads the order of the calls from the
+ * kernel log, and counts its call in "calls".  The pre and post hooks
+ * sleep (usleep_range()) and allocate with GFP_KERNEL, which the debug kernel
+ * checks is allowed there; the stop and undo hooks must run with
+ * interrupts off (inside stop_machine()), the others with interrupts on:
+ * every call in the wrong context is logged and counted in "errors".
+ *
+ * "fail" makes a hook return an error: write "HOOK NAME ERRNO" (e.g.
+ * "pre-unpatch hB -13", or with commas for the blanks; NAME "*" for any
+ * patch), "none" to clear it.  A hook that fails logs "<hook> <name>
+ * returns <errno>".
+ *
+ * With api=1 the init registers, with kpatch_register(), a patch that
+ * redirects kpatch_test_target's kpatch_test_value_a() (1) to
+ * kpatch_test_hooks_f1() (101) and has all eight hooks (patch name:
+ * kpatch_test_hooks; fail= applies as above, given on the insmod line,
+ * with commas).  (The old function cannot be one of this module's: kpatch
+ * refuses a module whose init is running.)  The module needs
+ * kpatch_test_target, which it takes kpatch_test_value_a() from.
+ * api_bad= gives it one bad hook instead of its pre-patch hook: "vmlinux"
+ * (a function of the kernel), "init" (a function of this module's __init
+ * text), "mid" (one byte into a hook).
+ * If kpatch_register() fails, the init compares the struct
+ * kpatch_module and the funcs array with copies made before the call and
+ * logs "kpatch_register() failed: N" and either "structures intact after
+ * failed register (err N)" (the init then succeeds, nothing patched) or
+ * "structures changed ..." (the init fails).
+ *
+ * Sleepers, tasks for the stack check: writing N (1 to 4) to "sleepers"
+ * starts N kthreads named "kp sleeper <i>" (with blanks, as comm may
+ * have) that call kpatch_test_hooks_sleep_fn(), which sleeps until 1 is
+ * written to "release"; kpatch_test_hooks_sleep_fn_new(), its
+ * replacement, sleeps the same way.  Reading "sleepers" gives the number
+ * of them inside either function, "sleeper_pids" their pids (of the last
+ * batch started), "sleep_calls" "old=<n> new=<n>".  Writing "sleepers"
+ * clears "release".  The threads stay until module exit.
+ */
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/compiler.h>
+#include <linux/delay.h>
+#include <linux/err.h>
+#include <linux/irqflags.h>
+#include <linux/kernel.h>
+#include <linux/kthread.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <linux/wait.h>
+
+#include "kpatch.h"
+#include "kpatch_test.h"
+
+/* ---- functions to patch ---- */
+
+noinline int kpatch_test_hooks_f(void)
+{
+	barrier();
+	return kpatch_test_opaque(100);
+}
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_f);
+
+noinline int kpatch_test_hooks_f1(void)
+{
+	barrier();
+	return kpatch_test_opaque(101);
+}
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_f1);
+
+noinline int kpatch_test_hooks_f2(void)
+{
+	barrier();
+	return kpatch_test_opaque(102);
+}
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_f2);
+
+noinline int kpatch_test_hooks_f3(void)
+{
+	barrier();
+	return kpatch_test_opaque(103);
+}
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_f3);
+
+static int kpatch_test_hooks_value_get(char *buffer,
+				       const struct kernel_param *kp)
+{
+	return scnprintf(buffer, PAGE_SIZE, "%d\n", kpatch_test_hooks_f());
+}
+
+static const struct kernel_param_ops kpatch_test_hooks_value_ops = {
+	.get = kpatch_test_hooks_value_get,
+};
+module_param_cb(value, &kpatch_test_hooks_value_ops, NULL, 0444);
+MODULE_PARM_DESC(value, "what kpatch_test_hooks_f() returns now");
+
+/*
+ * ---- hooks ----
+ *
+ * Exported, so that they stay out of line, address-taken (ENDBR on IBT
+ * kernels) and in /proc/kallsyms under their names.
+ */
+
+static const char *const kpatch_test_hooks_names[KPATCH_NR_HOOKS] = {
+	[KPATCH_PRE_PATCH] = "pre-patch",
+	[KPATCH_STOP_PATCH] = "stop-patch",
+	[KPATCH_UNDO_PATCH] = "undo-patch",
+	[KPATCH_POST_PATCH] = "post-patch",
+	[KPATCH_PRE_UNPATCH] = "pre-unpatch",
+	[KPATCH_STOP_UNPATCH] = "stop-unpatch",
+	[KPATCH_UNDO_UNPATCH] = "undo-unpatch",
+	[KPATCH_POST_UNPATCH] = "post-unpatch",
+};
+
+static atomic_t kpatch_test_hooks_calls = ATOMIC_INIT(0);
+static atomic_t kpatch_test_hooks_errors = ATOMIC_INIT(0);
+
+/* "fail": the hook (-1: none), the patch name ("*": any), the errno */
+static int kpatch_test_hooks_fail_hook = -1;
+static char kpatch_test_hooks_fail_name[64];
+static int kpatch_test_hooks_fail_err;
+
+static int kpatch_test_hooks_fail_set(const char *val,
+				      const struct kernel_param *kp)
+{
+	char buf[96], hook[16], name[64];
+	int i, err;
+
+	if (sysfs_streq(val, "none") || sysfs_streq(val, "")) {
+		WRITE_ONCE(kpatch_test_hooks_fail_hook, -1);
+		return 0;
+	}
+	/* commas for blanks: easier to pass on an insmod line */
+	strscpy(buf, val, sizeof(buf));
+	strreplace(buf, ',', ' ');
+	if (sscanf(buf, "%15s %63s %d", hook, name, &err) != 3)
+		return -EINVAL;
+	for (i = 0; i < KPATCH_NR_HOOKS; i++)
+		if (!strcmp(hook, kpatch_test_hooks_names[i]))
+			break;
+	if (i == KPATCH_NR_HOOKS)
+		return -EINVAL;
+	WRITE_ONCE(kpatch_test_hooks_fail_hook, -1);
+	strscpy(kpatch_test_hooks_fail_name, name,
+		sizeof(kpatch_test_hooks_fail_name));
+	kpatch_test_hooks_fail_err = err;
+	WRITE_ONCE(kpatch_test_hooks_fail_hook, i);
+	return 0;
+}
+
+static int kpatch_test_hooks_fail_get(char *buffer,
+				      const struct kernel_param *kp)
+{
+	int i = READ_ONCE(kpatch_test_hooks_fail_hook);
+
+	if (i < 0)
+		return scnprintf(buffer, PAGE_SIZE, "none\n");
+	return scnprintf(buffer, PAGE_SIZE, "%s %s %d\n",
+			 kpatch_test_hooks_names[i],
+			 kpatch_test_hooks_fail_name,
+			 kpatch_test_hooks_fail_err);
+}
+
+static const struct kernel_param_ops kpatch_test_hooks_fail_ops = {
+	.set = kpatch_test_hooks_fail_set,
+	.get = kpatch_test_hooks_fail_get,
+};
+module_param_cb(fail, &kpatch_test_hooks_fail_ops, NULL, 0644);
+MODULE_PARM_DESC(fail, "\"HOOK NAME ERRNO\": that hook returns ERRNO for patch NAME (* any); \"none\"");
+
+static int kpatch_test_hooks_atomic_get(char *buffer,
+					const struct kernel_param *kp)
+{
+	return scnprintf(buffer, PAGE_SIZE, "%d\n",
+			 atomic_read((atomic_t *)kp->arg));
+}
+
+static const struct kernel_param_ops kpatch_test_hooks_atomic_ops = {
+	.get = kpatch_test_hooks_atomic_get,
+};
+module_param_cb(calls, &kpatch_test_hooks_atomic_ops,
+		&kpatch_test_hooks_calls, 0444);
+MODULE_PARM_DESC(calls, "number of hook calls so far");
+module_param_cb(errors, &kpatch_test_hooks_atomic_ops,
+		&kpatch_test_hooks_errors, 0444);
+MODULE_PARM_DESC(errors, "hook calls in the wrong context (interrupts on in a stop/undo hook, off in the others)");
+
+static bool kpatch_test_hooks_atomic(enum kpatch_hook hook)
+{
+	return hook == KPATCH_STOP_PATCH || hook == KPATCH_UNDO_PATCH ||
+	       hook == KPATCH_STOP_UNPATCH || hook == KPATCH_UNDO_UNPATCH;
+}
+
+static int kpatch_test_hooks_run(struct kpatch_module *kpmod,
+				 enum kpatch_hook hook)
+{
+	const char *what = kpatch_test_hooks_names[hook];
+	const char *name = kpmod->name ?: "(null)";
+	void *p;
+	int ret = 0;
+
+	atomic_inc(&kpatch_test_hooks_calls);
+	if (kpatch_test_hooks_atomic(hook)) {
+		if (!irqs_disabled()) {
+			atomic_inc(&kpatch_test_hooks_errors);
+			pr_err("%s %s: called with interrupts on\n", what,
+			       name);
+		}
+	} else {
+		if (irqs_disabled()) {
+			atomic_inc(&kpatch_test_hooks_errors);
+			pr_err("%s %s: called with interrupts off\n", what,
+			       name);
+		} else {
+			/* allowed here; the debug kernel checks that */
+			usleep_range(1000, 2000);
+			p = kmalloc(64, GFP_KERNEL);
+			if (!p) {
+				atomic_inc(&kpatch_test_hooks_errors);
+				pr_err("%s %s: kmalloc failed\n", what, name);
+			}
+			kfree(p);
+		}
+	}
+
+	if (READ_ONCE(kpatch_test_hooks_fail_hook) == hook &&
+	    (!strcmp(kpatch_test_hooks_fail_name, "*") ||
+	     !strcmp(kpatch_test_hooks_fail_name, name)))
+		ret = kpatch_test_hooks_fail_err;
+	if (ret)
+		pr_info("%s %s returns %d\n", what, name, ret);
+	else
+		pr_info("%s %s\n", what, name);
+	return ret;
+}
+
+noinline int kpatch_test_hooks_pre_patch(struct kpatch_module *kpmod)
+{
+	return kpatch_test_hooks_run(kpmod, KPATCH_PRE_PATCH);
+}
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_pre_patch);
+
+noinline int kpatch_test_hooks_stop_patch(struct kpatch_module *kpmod)
+{
+	return kpatch_test_hooks_run(kpmod, KPATCH_STOP_PATCH);
+}
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_stop_patch);
+
+noinline int kpatch_test_hooks_undo_patch(struct kpatch_module *kpmod)
+{
+	return kpatch_test_hooks_run(kpmod, KPATCH_UNDO_PATCH);
+}
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_undo_patch);
+
+noinline int kpatch_test_hooks_post_patch(struct kpatch_module *kpmod)
+{
+	return kpatch_test_hooks_run(kpmod, KPATCH_POST_PATCH);
+}
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_post_patch);
+
+noinline int kpatch_test_hooks_pre_unpatch(struct kpatch_module *kpmod)
+{
+	return kpatch_test_hooks_run(kpmod, KPATCH_PRE_UNPATCH);
+}
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_pre_unpatch);
+
+noinline int kpatch_test_hooks_stop_unpatch(struct kpatch_module *kpmod)
+{
+	return kpatch_test_hooks_run(kpmod, KPATCH_STOP_UNPATCH);
+}
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_stop_unpatch);
+
+noinline int kpatch_test_hooks_undo_unpatch(struct kpatch_module *kpmod)
+{
+	return kpatch_test_hooks_run(kpmod, KPATCH_UNDO_UNPATCH);
+}
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_undo_unpatch);
+
+noinline int kpatch_test_hooks_post_unpatch(struct kpatch_module *kpmod)
+{
+	return kpatch_test_hooks_run(kpmod, KPATCH_POST_UNPATCH);
+}
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_post_unpatch);
+
+/* ---- sleepers ---- */
+
+#define KPATCH_TEST_HOOKS_MAX_SLEEPERS	16
+#define KPATCH_TEST_HOOKS_BATCH		4
+
+static bool release;
+static DECLARE_WAIT_QUEUE_HEAD(kpatch_test_hooks_wq);
+
+/* The sleepers wait on a queue, not in a polling loop: cheap on TCG. */
+static int kpatch_test_hooks_release_set(const char *val,
+					 const struct kernel_param *kp)
+{
+	int ret = param_set_bool(val, kp);
+
+	if (!ret)
+		wake_up_all(&kpatch_test_hooks_wq);
+	return ret;
+}
+
+static const struct kernel_param_ops kpatch_test_hooks_release_ops = {
+	.set = kpatch_test_hooks_release_set,
+	.get = param_get_bool,
+};
+module_param_cb(release, &kpatch_test_hooks_release_ops, &release, 0644);
+MODULE_PARM_DESC(release, "1 lets the sleepers leave the sleep functions");
+
+static atomic_t kpatch_test_hooks_sleeping = ATOMIC_INIT(0);
+static atomic_t kpatch_test_hooks_old_calls = ATOMIC_INIT(0);
+static atomic_t kpatch_test_hooks_new_calls = ATOMIC_INIT(0);
+static struct task_struct *kpatch_test_hooks_threads[KPATCH_TEST_HOOKS_MAX_SLEEPERS];
+static int kpatch_test_hooks_nthreads;
+static int kpatch_test_hooks_batch_start, kpatch_test_hooks_batch_n;
+static DEFINE_MUTEX(kpatch_test_hooks_mutex);
+
+static void kpatch_test_hooks_sleep(void)
+{
+	wait_event_interruptible(kpatch_test_hooks_wq,
+				 READ_ONCE(release) || kthread_should_stop());
+}
+
+noinline void kpatch_test_hooks_sleep_fn(void)
+{
+	atomic_inc(&kpatch_test_hooks_sleeping);
+	kpatch_test_hooks_sleep();
+	atomic_dec(&kpatch_test_hooks_sleeping);
+	atomic_inc(&kpatch_test_hooks_old_calls);
+}
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_sleep_fn);
+
+noinline void kpatch_test_hooks_sleep_fn_new(void)
+{
+	atomic_inc(&kpatch_test_hooks_sleeping);
+	kpatch_test_hooks_sleep();
+	atomic_dec(&kpatch_test_hooks_sleeping);
+	atomic_inc(&kpatch_test_hooks_new_calls);
+}
+EXPORT_SYMBOL_GPL(kpatch_test_hooks_sleep_fn_new);
+
+static int kpatch_test_hooks_sleeper(void *data)
+{
+	kpatch_test_hooks_sleep_fn();
+	wait_event_interruptible(kpatch_test_hooks_wq, kthread_should_stop());
+	return 0;
+}
+
+static int kpatch_test_hooks_sleepers_set(const char *val,
+					  const struct kernel_param *kp)
+{
+	struct task_struct *t;
+	unsigned int n, i;
+	int ret;
+
+	ret = kstrtouint(val, 0, &n);
+	if (ret)
+		return ret;
+	if (!n || n > KPATCH_TEST_HOOKS_BATCH)
+		return -EINVAL;
+
+	mutex_lock(&kpatch_test_hooks_mutex);
+	if (kpatch_test_hooks_nthreads + n > KPATCH_TEST_HOOKS_MAX_SLEEPERS) {
+		ret = -ENOSPC;
+		goto out;
+	}
+	WRITE_ONCE(release, false);
+	kpatch_test_hooks_batch_start = kpatch_test_hooks_nthreads;
+	kpatch_test_hooks_batch_n = 0;
+	for (i = 0; i < n; i++) {
+		t = kthread_run(kpatch_test_hooks_sleeper, NULL,
+				"kp sleeper %u", i);
+		if (IS_ERR(t)) {
+			ret = PTR_ERR(t);
+			goto out;
+		}
+		kpatch_test_hooks_threads[kpatch_test_hooks_nthreads++] = t;
+		kpatch_test_hooks_batch_n++;
+	}
+out:
+	mutex_unlock(&kpatch_test_hooks_mutex);
+	return ret;
+}
+
+static int kpatch_test_hooks_sleepers_get(char *buffer,
+					  const struct kernel_param *kp)
+{
+	return scnprintf(buffer, PAGE_SIZE, "%d\n",
+			 atomic_read(&kpatch_test_hooks_sleeping));
+}
+
+static const struct kernel_param_ops kpatch_test_hooks_sleepers_ops = {
+	.set = kpatch_test_hooks_sleepers_set,
+	.get = kpatch_test_hooks_sleepers_get,
+};
+module_param_cb(sleepers, &kpatch_test_hooks_sleepers_ops, NULL, 0644);
+MODULE_PARM_DESC(sleepers, "write N: start N threads sleeping in kpatch_test_hooks_sleep_fn(); read: how many sleep in it or its replacement");
+
+static int kpatch_test_hooks_pids_get(char *buffer,
+				      const struct kernel_param *kp)
+{
+	struct task_struct *t;
+	int len = 0, i;
+
+	mutex_lock(&kpatch_test_hooks_mutex);
+	for (i = 0; i < kpatch_test_hooks_batch_n; i++) {
+		t = kpatch_test_hooks_threads[kpatch_test_hooks_batch_start + i];
+		len += scnprintf(buffer + len, PAGE_SIZE - len, "%s%d",
+				 i ? " " : "", task_pid_nr(t));
+	}
+	len += scnprintf(buffer + len, PAGE_SIZE - len, "\n");
+	mutex_unlock(&kpatch_test_hooks_mutex);
+	return len;
+}
+
+static const struct kernel_param_ops kpatch_test_hooks_pids_ops = {
+	.get = kpatch_test_hooks_pids_get,
+};
+module_param_cb(sleeper_pids, &kpatch_test_hooks_pids_ops, NULL, 0444);
+MODULE_PARM_DESC(sleeper_pids, "pids of the last batch of sleepers");
+
+static int kpatch_test_hooks_sleep_calls_get(char *buffer,
+					     const struct kernel_param *kp)
+{
+	return scnprintf(buffer, PAGE_SIZE, "old=%d new=%d\n",
+			 atomic_read(&kpatch_test_hooks_old_calls),
+			 atomic_read(&kpatch_test_hooks_new_calls));
+}
+
+static const struct kernel_param_ops kpatch_test_hooks_sleep_calls_ops = {
+	.get = kpatch_test_hooks_sleep_calls_get,
+};
+module_param_cb(sleep_calls, &kpatch_test_hooks_sleep_calls_ops, NULL, 0444);
+MODULE_PARM_DESC(sleep_calls, "\"old=<n> new=<n>\": completed calls of the sleep functions");
+
+/* ---- api=1: kpatch_register() with hooks ---- */
+
+static bool api;
+module_param(api, bool, 0444);
+MODULE_PARM_DESC(api, "register a patch with all hooks through kpatch_register() (default 0)");
+
+static char *api_bad = "";
+module_param(api_bad, charp, 0444);
+MODULE_PARM_DESC(api_bad, "with api=1, a bad pre-patch hook: vmlinux, init or mid");
+
+static struct kpatch_func kpatch_test_hooks_funcs[1];
+
+static struct kpatch_module kpatch_test_hooks_kpmod = {
+	.mod = THIS_MODULE,
+	.funcs = kpatch_test_hooks_funcs,
+	.num_funcs = ARRAY_SIZE(kpatch_test_hooks_funcs),
+	.hooks = {
+		[KPATCH_PRE_PATCH] = kpatch_test_hooks_pre_patch,
+		[KPATCH_STOP_PATCH] = kpatch_test_hooks_stop_patch,
+		[KPATCH_UNDO_PATCH] = kpatch_test_hooks_undo_patch,
+		[KPATCH_POST_PATCH] = kpatch_test_hooks_post_patch,
+		[KPATCH_PRE_UNPATCH] = kpatch_test_hooks_pre_unpatch,
+		[KPATCH_STOP_UNPATCH] = kpatch_test_hooks_stop_unpatch,
+		[KPATCH_UNDO_UNPATCH] = kpatch_test_hooks_undo_unpatch,
+		[KPATCH_POST_UNPATCH] = kpatch_test_hooks_post_unpatch,
+	},
+};
+
+/* a hook in __init text, which kpatch must refuse */
+static int __init kpatch_test_hooks_init_hook(struct kpatch_module *kpmod)
+{
+	return kpatch_test_hooks_run(kpmod, KPATCH_PRE_PATCH);
+}
+
+static int __init kpatch_test_hooks_api(void)
+{
+	static struct kpatch_module kpmod_before;
+	static struct kpatch_func funcs_before[ARRAY_SIZE(kpatch_test_hooks_funcs)];
+	struct kpatch_module *kpmod = &kpatch_test_hooks_kpmod;
+	int ret;
+
+	kpatch_test_hooks_funcs[0].old_addr = (unsigned long)kpatch_test_value_a;
+	kpatch_test_hooks_funcs[0].new_addr = (unsigned long)kpatch_test_hooks_f1;
+
+	if (!strcmp(api_bad, "vmlinux")) {
+		kpmod->hooks[KPATCH_PRE_PATCH] =
+			(kpatch_hook_t)(unsigned long)kthread_should_stop;
+	} else if (!strcmp(api_bad, "init")) {
+		kpmod->hooks[KPATCH_PRE_PATCH] = kpatch_test_hooks_init_hook;
+	} else if (!strcmp(api_bad, "mid")) {
+		kpmod->hooks[KPATCH_PRE_PATCH] = (kpatch_hook_t)
+			((unsigned long)kpatch_test_hooks_pre_patch + 1);
+	} else if (*api_bad) {
+		pr_err("api_bad=%s: must be vmlinux, init or mid\n", api_bad);
+		return -EINVAL;
+	}
+	if (*api_bad)
+		pr_info("api_bad=%s: pre-patch hook %pS\n", api_bad,
+			kpmod->hooks[KPATCH_PRE_PATCH]);
+
+	memcpy(&kpmod_before, kpmod, sizeof(kpmod_before));
+	memcpy(funcs_before, kpatch_test_hooks_funcs, sizeof(funcs_before));
+	ret = kpatch_register(kpmod, false);
+	if (!ret) {
+		pr_info("kpatch_register() succeeded\n");
+		return 0;
+	}
+	pr_info("kpatch_register() failed: %d\n", ret);
+	if (!memcmp(&kpmod_before, kpmod, sizeof(kpmod_before)) &&
+	    !memcmp(funcs_before, kpatch_test_hooks_funcs,
+		    sizeof(funcs_before))) {
+		pr_info("structures intact after failed register (err %d)\n",
+			ret);
+		return 0;
+	}
+	pr_err("structures changed after failed register (err %d)\n", ret);
+	return -EINVAL;
+}
+
+static int __init kpatch_test_hooks_init(void)
+{
+	if (api)
+		return kpatch_test_hooks_api();
+	return 0;
+}
+
+static void __exit kpatch_test_hooks_exit(void)
+{
+	int i, ret;
+
+	if (kpatch_test_hooks_kpmod.enabled) {
+		ret = kpatch_unregister(&kpatch_test_hooks_kpmod);
+		if (ret)
+			pr_err("kpatch_unregister() failed: %d\n", ret);
+	}
+	WRITE_ONCE(release, true);
+	for (i = 0; i < kpatch_test_hooks_nthreads; i++)
+		kthread_stop(kpatch_test_hooks_threads[i]);
+}
+
+module_init(kpatch_test_hooks_init);
+module_exit(kpatch_test_hooks_exit);
+
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("kpatch selftest: hooks of a patch, and sleepers for the stack check");

@@ -335,6 +335,14 @@ static atomic_t kpatch_state = ATOMIC_INIT(KPATCH_STATE_IDLE);
 static unsigned long kpatch_failed_ip;
 static bool kpatch_failed_nmi;
 
+/*
+ * The CPU on which the callback runs a stop or undo hook, or -1; and
+ * whether the call that moved UPDATING to FAILURE came from such a hook
+ * (it called a function that its own update changes).
+ */
+static int kpatch_hook_cpu = -1;
+static bool kpatch_failed_hook;
+
 static struct kobject *kpatch_root_kobj;
 struct kobject *kpatch_patches_kobj;
 EXPORT_SYMBOL_GPL(kpatch_patches_kobj);
@@ -386,12 +394,26 @@ EXPORT_SYMBOL_GPL(kpatch_test_set_hook);
 /*
  * A patch's pins, one slot each, NULL where nothing is pinned (vmlinux):
  * the patch module, then the modules of each function's old and new
- * function, then kpatch itself.  The slots say which module holds which
- * function: the sites and the stack check of an unpatch need that.
+ * function, then kpatch itself, then the module of each hook.  The slots
+ * say which module holds which function: the sites and the stack check of
+ * an unpatch need that.
  */
 #define KPATCH_PIN_OLD(i)	(1 + 2 * (i))
 #define KPATCH_PIN_NEW(i)	(2 + 2 * (i))
 #define KPATCH_PIN_SELF(n)	(1 + 2 * (n))
+#define KPATCH_PIN_HOOK(n, h)	(2 + 2 * (n) + (h))
+
+/* The names of the hooks, in the control file, the patches file and the log. */
+static const char * const kpatch_hook_names[KPATCH_NR_HOOKS] = {
+	[KPATCH_PRE_PATCH]	= "pre-patch",
+	[KPATCH_STOP_PATCH]	= "stop-patch",
+	[KPATCH_UNDO_PATCH]	= "undo-patch",
+	[KPATCH_POST_PATCH]	= "post-patch",
+	[KPATCH_PRE_UNPATCH]	= "pre-unpatch",
+	[KPATCH_STOP_UNPATCH]	= "stop-unpatch",
+	[KPATCH_UNDO_UNPATCH]	= "undo-unpatch",
+	[KPATCH_POST_UNPATCH]	= "post-unpatch",
+};
 
 /* A code range [start, end) that must not be on any stack. */
 struct kpatch_range {
@@ -406,6 +428,27 @@ enum kpatch_refusal {
 	KPATCH_UNRELIABLE,	/* a stack could not be walked reliably */
 	KPATCH_RAN,		/* a patched function ran during the update */
 	KPATCH_LOST,		/* an exiting task could not be recorded */
+	KPATCH_HOOK,		/* a stop hook failed */
+};
+
+/* At most this many tasks that block an update are listed by `check`. */
+#define KPATCH_CHECK_MAX	64
+
+/* A task in the way of a dry run: @addr, or 0 if its stack is unreliable. */
+struct kpatch_blocker {
+	unsigned long addr;
+	pid_t pid;
+	char comm[TASK_COMM_LEN];
+};
+
+/*
+ * What a dry run (`check`) found: the blockers it lists, how many more
+ * there were, and the lines of the check file after the first.
+ */
+struct kpatch_check {
+	struct kpatch_blocker *blockers;
+	unsigned int nr, more;
+	char *text;
 };
 
 /*
@@ -431,8 +474,16 @@ struct kpatch_update {
 	struct kpatch_module *add;	/* patch to publish, or NULL */
 	struct kpatch_module *remove;	/* patch to take out, or NULL */
 	bool replace;			/* also take out every other patch */
+	struct kpatch_check *check;	/* dry run: what it found; or NULL */
 	struct kpatch_range *ranges;	/* sorted, disjoint */
 	unsigned int nr_ranges;
+
+	/*
+	 * The patches whose hooks the update runs, in the order they run:
+	 * those it removes (newest first), then the one it adds.  One try.
+	 */
+	struct kpatch_module **parts;
+	unsigned int nr_parts;
 
 	/*
 	 * The pre-walk of one try: clean tasks in task list order, and the
@@ -456,6 +507,9 @@ struct kpatch_update {
 	unsigned long busy_addr;
 	pid_t busy_pid;
 	char busy_comm[TASK_COMM_LEN];
+	struct kpatch_module *hook_patch;	/* KPATCH_HOOK: whose hook */
+	enum kpatch_hook hook;			/* which one */
+	int hook_ret;				/* and what it returned */
 };
 
 /* ------------------------------------------------------------------------
@@ -912,7 +966,7 @@ static int kpatch_prewalk_task(struct task_struct *task,
 	unsigned int state;
 	int ret = 0;
 
-	if (task == current || upd->nr_seen == upd->max_seen)
+	if (task == current || (!upd->check && upd->nr_seen == upd->max_seen))
 		return 0;
 
 	raw_spin_lock_irqsave(&task->pi_lock, flags);
@@ -936,7 +990,7 @@ static int kpatch_prewalk_task(struct task_struct *task,
 		goto out;
 
 	ret = kpatch_walk_stack(task, upd);
-	if (!ret)
+	if (!ret && !upd->check)
 		kpatch_seen_add(upd, task);
 out:
 	raw_spin_unlock_irqrestore(&task->pi_lock, flags);
@@ -962,19 +1016,55 @@ static void kpatch_forget(struct kpatch_update *upd)
 	upd->max_seen = 0;
 }
 
+/* A dry run found the task of the last refusal in the way: list it. */
+static void kpatch_blocker_add(struct kpatch_update *upd)
+{
+	struct kpatch_check *chk = upd->check;
+	struct kpatch_blocker *b;
+
+	if (chk->nr == KPATCH_CHECK_MAX) {
+		chk->more++;
+		return;
+	}
+	b = &chk->blockers[chk->nr++];
+	b->addr = upd->refusal == KPATCH_BUSY ? upd->busy_addr : 0;
+	b->pid = upd->busy_pid;
+	memcpy(b->comm, upd->busy_comm, sizeof(b->comm));
+}
+
+/*
+ * A dry run also walks the exiting tasks that have left the task list
+ * (see "Exiting tasks" below), under the same rule as the pre-walk.  The
+ * set's lock keeps each task_struct in it alive; it nests outside the
+ * tasks' pi_lock, and no path takes them the other way round.
+ */
+static int kpatch_check_exiting_dry(struct kpatch_update *upd);
+
 /*
  * Pre-walk every task (see above).  Returns -EBUSY if a stack refuses the
  * update.  Without memory for the cache nothing is remembered, and the
- * callback walks every task.
+ * callback walks every task.  A dry run (upd->check) caches nothing, goes
+ * on past a refusal to list every task in the way, and walks the exiting
+ * tasks too.
  */
 static int kpatch_prewalk(struct kpatch_update *upd)
 {
 	struct task_struct *g, *t;
 	unsigned int i, n = 0;
-	int ret = 0;
+	int ret = 0, busy = 0;
 
 	if (!upd->nr_ranges)
 		return 0;
+	if (upd->check) {
+		rcu_read_lock();
+		for_each_process_thread(g, t)
+			if (kpatch_prewalk_task(t, upd)) {
+				kpatch_blocker_add(upd);
+				busy = -EBUSY;
+			}
+		rcu_read_unlock();
+		return kpatch_check_exiting_dry(upd) ?: busy;
+	}
 
 	/* Room for the tasks there are now and some that may come. */
 	rcu_read_lock();
@@ -1144,6 +1234,30 @@ out:
 }
 
 /*
+ * For a dry run: walk the exiting tasks that have left the task list (an
+ * exiting task still on it has a pid, and the pre-walk listed it already)
+ * and can be kept from running meanwhile.
+ */
+static int kpatch_check_exiting_dry(struct kpatch_update *upd)
+{
+	struct kpatch_exiting *e;
+	unsigned long flags;
+	int bkt, ret = 0;
+
+	spin_lock_irqsave(&kpatch_exiting_lock, flags);
+	hash_for_each(kpatch_exiting_hash, bkt, e, node) {
+		if (pid_alive(e->task))
+			continue;
+		if (kpatch_prewalk_task(e->task, upd)) {
+			kpatch_blocker_add(upd);
+			ret = -EBUSY;
+		}
+	}
+	spin_unlock_irqrestore(&kpatch_exiting_lock, flags);
+	return ret;
+}
+
+/*
  * The activeness safety check: no task may be executing, or be about to
  * return into, code that the update makes unreachable.
  *
@@ -1225,6 +1339,8 @@ static int notrace kpatch_state_finish(int state, unsigned long ip)
 	if (state == KPATCH_STATE_FAILURE && ip) {
 		WRITE_ONCE(kpatch_failed_ip, ip);
 		WRITE_ONCE(kpatch_failed_nmi, in_nmi());
+		WRITE_ONCE(kpatch_failed_hook, !in_nmi() &&
+			   READ_ONCE(kpatch_hook_cpu) == raw_smp_processor_id());
 	}
 	return state;
 }
@@ -2140,8 +2256,58 @@ static int kpatch_resolve_func(struct kpatch_module *kpmod, int i)
 }
 
 /*
- * Check every function of @kpmod and pin what it needs: the patch module,
- * the modules holding its old and new functions, and this module.  Also
+ * Can a hook at @addr be called through a pointer?  On kernels with
+ * Indirect Branch Tracking an indirect call must land on ENDBR, and a
+ * function whose address nothing takes has none (or a sealed one).
+ */
+static bool kpatch_callable(unsigned long addr)
+{
+#ifdef CONFIG_X86_KERNEL_IBT
+	u32 insn;
+
+	return !copy_from_kernel_nofault(&insn, (void *)addr, sizeof(insn)) &&
+	       insn == gen_endbr();
+#else
+	return true;
+#endif
+}
+
+/*
+ * Resolve hook @h of a patch and pin its module.  A hook runs from kpatch
+ * at times its module does not choose, so it must be in a module that
+ * kpatch can pin: not vmlinux, and not init text (kpatch_resolve() takes
+ * core text only).
+ */
+static int kpatch_resolve_hook(struct kpatch_module *kpmod, int h)
+{
+	struct module **pin = &kpmod->pins[KPATCH_PIN_HOOK(kpmod->num_funcs, h)];
+	unsigned long addr = (unsigned long)kpmod->hooks[h], size;
+	char what[32];
+	int ret;
+
+	if (!addr)
+		return 0;
+	snprintf(what, sizeof(what), "%s hook", kpatch_hook_names[h]);
+	ret = kpatch_resolve(kpmod->name, what, addr, &size, kpmod->mod, pin);
+	if (ret)
+		return ret;
+	if (!*pin) {
+		pr_err("%s: %s %pS is not in a module\n", kpmod->name, what,
+		       (void *)addr);
+		return -EINVAL;
+	}
+	if (!kpatch_callable(addr)) {
+		pr_err("%s: %s %pS does not start with ENDBR: it cannot be called indirectly\n",
+		       kpmod->name, what, (void *)addr);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * Check every function and hook of @kpmod and pin what it needs: the patch
+ * module, the modules holding its old and new functions and its hooks,
+ * and this module.  Also
  * refuse what would make the redirect loop: a function may not be both an
  * old and a new function among the enabled patches, so every redirect is
  * exactly one hop.
@@ -2151,7 +2317,7 @@ static int kpatch_prepare(struct kpatch_module *kpmod, bool replace)
 	unsigned long *olds;
 	int i, ret;
 
-	kpmod->num_pins = KPATCH_PIN_SELF(kpmod->num_funcs) + 1;
+	kpmod->num_pins = KPATCH_PIN_HOOK(kpmod->num_funcs, KPATCH_NR_HOOKS);
 	kpmod->pins = kcalloc(kpmod->num_pins, sizeof(*kpmod->pins),
 			      GFP_KERNEL);
 	olds = kmalloc_array(kpmod->num_funcs, sizeof(*olds), GFP_KERNEL);
@@ -2174,6 +2340,11 @@ static int kpatch_prepare(struct kpatch_module *kpmod, bool replace)
 		if (ret)
 			goto out;
 		olds[i] = kpmod->funcs[i].old_addr;
+	}
+	for (i = 0; i < KPATCH_NR_HOOKS; i++) {
+		ret = kpatch_resolve_hook(kpmod, i);
+		if (ret)
+			goto out;
 	}
 
 	if (kpatch_uniq(olds, kpmod->num_funcs) != kpmod->num_funcs) {
@@ -2212,6 +2383,152 @@ out:
 }
 
 /*
+ * Hooks.  Each part of an update (see struct kpatch_update) runs the hooks
+ * of its direction: a patch added runs its patch hooks, a patch removed
+ * its unpatch hooks.  Within one try of an update:
+ *
+ *   pre hooks, in part order             process context, may sleep, veto
+ *   stop_machine():
+ *     stack check
+ *     stop hooks, in part order          every CPU stopped, irqs off
+ *     publish; SUCCESS or FAILURE
+ *     on FAILURE: undo hooks of the stop hooks that ran, in reverse order
+ *   post hooks, in part order            on success
+ *   or cancel hooks, in reverse order    on a failure after the pre hooks
+ *
+ * The cancel hook of a part ends the state its pre hook began: for a patch
+ * that is not in effect after all, its post-unpatch hook; for a patch that
+ * stays in effect, its post-patch hook.  So post-patch .. pre-unpatch and
+ * pre-patch .. post-unpatch always come in pairs.
+ *
+ * Hooks that may sleep (pre, post, cancel) have slots of their own and run
+ * only from process context, with kpatch_mutex held and nothing else: no
+ * sleeping hook can ever be called in atomic context.  Stop and undo hooks
+ * run in the stop_machine() callback with interrupts off on every CPU,
+ * where a sleep is a bug the kernel itself reports (might_sleep() under
+ * CONFIG_DEBUG_ATOMIC_SLEEP).  A hook's module is pinned for the whole try
+ * (kpatch_prepare()) and every hook returns before the try ends, so no
+ * hook runs after its module could go.
+ */
+
+/* The parts of @upd, in the order their hooks run; see kpatch_update. */
+static int kpatch_collect_parts(struct kpatch_update *upd)
+{
+	struct kpatch_module *kpmod;
+	unsigned int n = 2;
+
+	if (upd->replace)
+		list_for_each_entry(kpmod, &kpatch_patches, list)
+			n++;
+	upd->parts = kmalloc_array(n, sizeof(*upd->parts), GFP_KERNEL);
+	if (!upd->parts)
+		return -ENOMEM;
+	upd->nr_parts = 0;
+	if (upd->remove)
+		upd->parts[upd->nr_parts++] = upd->remove;
+	if (upd->replace)
+		list_for_each_entry_reverse(kpmod, &kpatch_patches, list)
+			upd->parts[upd->nr_parts++] = kpmod;
+	if (upd->add)
+		upd->parts[upd->nr_parts++] = upd->add;
+	return 0;
+}
+
+/*
+ * Run the hook of part @i of @upd for @stage, a patch hook
+ * (KPATCH_PRE_PATCH .. KPATCH_POST_PATCH) that stands for the same hook of
+ * the part's direction.  A hook's return becomes 0 or a negative errno.
+ */
+static int kpatch_part_hook(struct kpatch_update *upd, unsigned int i,
+			    enum kpatch_hook stage)
+{
+	struct kpatch_module *kpmod = upd->parts[i];
+	enum kpatch_hook h = stage;
+	kpatch_hook_t hook;
+	int ret;
+
+	if (kpmod != upd->add)
+		h += KPATCH_PRE_UNPATCH;
+	hook = kpmod->hooks[h];
+	if (!hook)
+		return 0;
+	ret = hook(kpmod);
+	if (!ret || stage == KPATCH_UNDO_PATCH || stage == KPATCH_POST_PATCH)
+		return 0;
+	upd->hook_patch = kpmod;
+	upd->hook = h;
+	upd->hook_ret = ret;
+	return ret < 0 && ret >= -MAX_ERRNO ? ret : -EINVAL;
+}
+
+/* The hook that ends what the pre hook of part @i began, see above. */
+static void kpatch_cancel_hook(struct kpatch_update *upd, unsigned int i)
+{
+	struct kpatch_module *kpmod = upd->parts[i];
+	enum kpatch_hook h = kpmod == upd->add ? KPATCH_POST_UNPATCH :
+						  KPATCH_POST_PATCH;
+
+	if (kpmod->hooks[h])
+		kpmod->hooks[h](kpmod);
+}
+
+/* Run the pre hooks of @upd; if one vetoes, cancel those that ran. */
+static int kpatch_pre_hooks(struct kpatch_update *upd)
+{
+	unsigned int i;
+	int ret;
+
+	might_sleep();
+	for (i = 0; i < upd->nr_parts; i++) {
+		ret = kpatch_part_hook(upd, i, KPATCH_PRE_PATCH);
+		if (ret) {
+			pr_err("%s '%s' refused: %s hook of '%s' returned %d\n",
+			       upd->verb, upd->parts[upd->nr_parts - 1]->name,
+			       kpatch_hook_names[upd->hook],
+			       upd->hook_patch->name, upd->hook_ret);
+			while (i--)
+				kpatch_cancel_hook(upd, i);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+/*
+ * From the callback: undo the first @n stop hooks of @upd, last first.
+ * kpatch_hook_cpu tells a call of a changed function from an undo or stop
+ * hook apart from one from an NMI; only this CPU writes it.
+ */
+static void kpatch_undo_hooks(struct kpatch_update *upd, unsigned int n)
+{
+	WRITE_ONCE(kpatch_hook_cpu, smp_processor_id());
+	while (n--)
+		kpatch_part_hook(upd, n, KPATCH_UNDO_PATCH);
+	WRITE_ONCE(kpatch_hook_cpu, -1);
+}
+
+/*
+ * From the callback, once the stack check has passed: run the stop hooks.
+ * If one fails, undo those that ran before it and return its errno; it
+ * must have changed nothing itself.
+ */
+static int kpatch_stop_hooks(struct kpatch_update *upd)
+{
+	unsigned int i;
+	int ret = 0;
+
+	WRITE_ONCE(kpatch_hook_cpu, smp_processor_id());
+	for (i = 0; i < upd->nr_parts && !ret; i++)
+		ret = kpatch_part_hook(upd, i, KPATCH_STOP_PATCH);
+	WRITE_ONCE(kpatch_hook_cpu, -1);
+	if (ret) {
+		upd->refusal = KPATCH_HOOK;
+		kpatch_undo_hooks(upd, i - 1);
+	}
+	return ret;
+}
+
+/*
  * Give every site of @upd its final target: the new function of the first
  * entry for it, or 0.  Called by the callback once the table is final for
  * this update, whether it took effect or not.
@@ -2244,22 +2561,26 @@ static void kpatch_settle_sites(struct kpatch_update *upd)
  *     (which the stack check refuses), or runs on some CPU with preemption
  *     or interrupts off, or in an NMI, and then holds up that CPU's
  *     stopper until it is done;
- *  3. checks the stacks and changes the table, then decides SUCCESS or
- *     FAILURE (or loses that race to a caller, which sets FAILURE);
+ *  3. checks the stacks, runs the stop hooks, changes the table, then
+ *     decides SUCCESS or FAILURE (or loses that race to a caller, which
+ *     sets FAILURE; the undo hooks then roll the stop hooks back);
  *  4. writes the final targets.  A caller that reads one between steps 3
  *     and the end gets the version that the state, which it would read on
  *     the slow path, also gives.
  * So every call after step 2 sees one version: the old one until the state
  * is decided, the decided one after, and the state never goes back from
  * SUCCESS or FAILURE while the callback runs.  A caller that made step 3
- * fail saw the old version, as will everything after it.
+ * fail saw the old version, as will everything after it.  The data the
+ * stop hooks convert follows the same rule: no new function runs before
+ * SUCCESS, which comes after the last hook, and an old function that runs
+ * after the first hook began makes the update fail and be undone.
  */
 static int kpatch_update_cb(void *data)
 {
 	struct kpatch_update *upd = data;
 	struct kpatch_module *kpmod;
 	unsigned int i;
-	int state;
+	int state, ret;
 
 	/*
 	 * stop_machine() runs this on every online CPU, with interrupts off.
@@ -2309,7 +2630,26 @@ static int kpatch_update_cb(void *data)
 		return -EBUSY;
 	}
 
-	/* Step 3.  Publish the new entries; hash_add_rcu() puts them first. */
+	/*
+	 * Step 3.  The stop hooks convert the data, then the new entries are
+	 * published.  Nobody runs a new function before the state is
+	 * SUCCESS (slow path) or a final target is written (fast paths), and
+	 * both come after the atomic_cmpxchg() in kpatch_state_finish(), a
+	 * full barrier after the hooks' stores: a caller that gets the new
+	 * version sees the converted data (x86 keeps its loads in order).  A
+	 * caller of a changed function meanwhile can only be an NMI (every
+	 * other CPU is stopped, this one runs the hooks): it runs the old
+	 * function, maybe on data half converted, and makes the update fail,
+	 * which the undo hooks then roll back before any CPU is released.
+	 */
+	ret = kpatch_stop_hooks(upd);
+	if (ret) {
+		kpatch_state_finish(KPATCH_STATE_FAILURE, 0);
+		kpatch_settle_sites(upd);
+		return ret;
+	}
+
+	/* hash_add_rcu() puts the new entries first. */
 	for (i = 0; upd->add && i < upd->add->num_funcs; i++)
 		hash_add_rcu(kpatch_func_hash, &upd->add->funcs[i].node,
 			     upd->add->funcs[i].ip);
@@ -2326,6 +2666,7 @@ static int kpatch_update_cb(void *data)
 		/* A patched function ran meanwhile and saw the old version. */
 		for (i = 0; upd->add && i < upd->add->num_funcs; i++)
 			hash_del_rcu(&upd->add->funcs[i].node);
+		kpatch_undo_hooks(upd, upd->nr_parts);
 		kpatch_settle_sites(upd);	/* step 4 */
 		upd->refusal = KPATCH_RAN;
 		return -EBUSY;
@@ -2380,6 +2721,7 @@ static int kpatch_try_update(struct kpatch_update *upd)
 	/* Callers ignore func->op while the state is IDLE. */
 	kpatch_set_op(upd, KPATCH_OP_PATCH, KPATCH_OP_UNPATCH);
 	WRITE_ONCE(kpatch_failed_ip, 0);
+	WRITE_ONCE(kpatch_failed_hook, false);
 
 	atomic_set(&upd->cpus_in, 0);
 	atomic_set(&upd->cpus_seen, 0);
@@ -2427,7 +2769,11 @@ static void kpatch_report(const struct kpatch_update *upd, unsigned int try,
 		snprintf(why, sizeof(why), "an exiting task could not be recorded");
 		break;
 	case KPATCH_RAN:
-		if (READ_ONCE(kpatch_failed_nmi))
+		if (READ_ONCE(kpatch_failed_hook))
+			snprintf(why, sizeof(why),
+				 "%pS was called by a stop or undo hook; a hook must not call the functions its update changes",
+				 (void *)READ_ONCE(kpatch_failed_ip));
+		else if (READ_ONCE(kpatch_failed_nmi))
 			snprintf(why, sizeof(why),
 				 "%pS was called during the update, from an NMI; rolled back",
 				 (void *)READ_ONCE(kpatch_failed_ip));
@@ -2451,7 +2797,10 @@ static void kpatch_report(const struct kpatch_update *upd, unsigned int try,
 		pr_err("%s '%s' refused: %s\n", upd->verb, name, why);
 }
 
-/* Tear down what kpatch_try() set up for a patch that is now out. */
+/*
+ * Tear down what kpatch_try() set up for a patch that is now out, but its
+ * pins: its post-unpatch hook is still to run.
+ */
 static void kpatch_retire(struct kpatch_module *kpmod)
 {
 	list_del(&kpmod->list);
@@ -2460,7 +2809,6 @@ static void kpatch_retire(struct kpatch_module *kpmod)
 	kpmod->kobj = NULL;
 	kpmod->enabled = false;
 	pr_notice("patch '%s' removed\n", kpmod->name);
-	kpatch_unpin(kpmod);
 }
 
 static void kpatch_free(struct kpatch_module *kpmod)
@@ -2537,7 +2885,8 @@ static bool kpatch_removal_waits(const struct kpatch_module *kpmod)
  */
 static int kpatch_try(struct kpatch_update *upd)
 {
-	struct kpatch_module *kpmod = upd->add, *old, *tmp;
+	struct kpatch_module *kpmod = upd->add, *old;
+	unsigned int i;
 	int ret;
 
 	upd->refusal = KPATCH_OK;
@@ -2558,9 +2907,21 @@ static int kpatch_try(struct kpatch_update *upd)
 	ret = kpmod ? kpatch_sites_add(upd) : 0;
 	if (ret)
 		goto err_ranges;
-	ret = kpatch_collect_sites(upd);
+	ret = kpatch_collect_sites(upd) ?: kpatch_collect_parts(upd);
 	if (!ret)
+		ret = kpatch_pre_hooks(upd);
+	if (!ret) {
 		ret = kpatch_try_update(upd);
+		if (ret) {
+			if (upd->refusal == KPATCH_HOOK)
+				pr_err("%s '%s' refused: %s hook of '%s' failed (%d); rolled back\n",
+				       upd->verb, upd->parts[upd->nr_parts - 1]->name,
+				       kpatch_hook_names[upd->hook],
+				       upd->hook_patch->name, upd->hook_ret);
+			for (i = upd->nr_parts; i--; )
+				kpatch_cancel_hook(upd, i);
+		}
+	}
 	kfree(upd->sites);
 	upd->sites = NULL;
 	if (ret)
@@ -2568,26 +2929,36 @@ static int kpatch_try(struct kpatch_update *upd)
 	kfree(upd->ranges);
 	upd->ranges = NULL;
 
-	if (!kpmod) {
-		kpatch_retire(upd->remove);
-		return 0;
+	/* In effect.  The parts that went out go first, newest first. */
+	for (i = 0; i < upd->nr_parts; i++)
+		if (upd->parts[i] != kpmod)
+			kpatch_retire(upd->parts[i]);
+	if (kpmod) {
+		list_add_tail(&kpmod->list, &kpatch_patches);
+		kpmod->enabled = true;
+		pr_notice_once("tainting kernel with TAINT_LIVEPATCH\n");
+		add_taint(TAINT_LIVEPATCH, LOCKDEP_STILL_OK);
+		pr_notice("patch '%s' enabled (%d function%s)\n", kpmod->name,
+			  kpmod->num_funcs, kpmod->num_funcs == 1 ? "" : "s");
 	}
-	if (upd->replace)
-		list_for_each_entry_safe(old, tmp, &kpatch_patches, list) {
-			kpatch_retire(old);
-			if (!old->mod)
-				kpatch_free(old);
-		}
-	list_add_tail(&kpmod->list, &kpatch_patches);
-	kpmod->enabled = true;
-
-	pr_notice_once("tainting kernel with TAINT_LIVEPATCH\n");
-	add_taint(TAINT_LIVEPATCH, LOCKDEP_STILL_OK);
-	pr_notice("patch '%s' enabled (%d function%s)\n", kpmod->name,
-		  kpmod->num_funcs, kpmod->num_funcs == 1 ? "" : "s");
+	for (i = 0; i < upd->nr_parts; i++)
+		kpatch_part_hook(upd, i, KPATCH_POST_PATCH);
+	/* Only now may the modules of the hooks that ran go. */
+	for (i = 0; i < upd->nr_parts; i++) {
+		old = upd->parts[i];
+		if (old == kpmod)
+			continue;
+		kpatch_unpin(old);
+		if (old != upd->remove && !old->mod)
+			kpatch_free(old);	/* replaced, from the control file */
+	}
+	kfree(upd->parts);
+	upd->parts = NULL;
 	return 0;
 
 err_sites:
+	kfree(upd->parts);
+	upd->parts = NULL;
 	if (kpmod)
 		kpatch_sites_put(kpmod);
 err_ranges:
@@ -2599,6 +2970,43 @@ err_kobj:
 		kpmod->kobj = NULL;
 	}
 err_unpin:
+	if (kpmod)
+		kpatch_unpin(kpmod);
+	return ret;
+}
+
+/*
+ * A dry run of @upd: what a try prepares and checks before it changes
+ * anything -- the addresses, the modules, the ranges, and a walk of every
+ * task that can be kept from running meanwhile -- and nothing after it:
+ * no sysfs directory, no ftrace site, no hook, no stop_machine().  The
+ * pins are dropped again before it returns.  Caller holds kpatch_mutex.
+ */
+static int kpatch_dry_run(struct kpatch_update *upd)
+{
+	struct kpatch_module *kpmod = upd->add;
+	int ret;
+
+	upd->check->blockers = kcalloc(KPATCH_CHECK_MAX,
+				       sizeof(*upd->check->blockers),
+				       GFP_KERNEL);
+	if (!upd->check->blockers)
+		return -ENOMEM;
+	if (kpmod) {
+		ret = kpatch_prepare(kpmod, upd->replace);
+		if (ret)
+			return ret;
+	}
+	ret = kpatch_build_ranges(upd);
+	if (!ret && upd->nr_ranges && READ_ONCE(kpatch_exiting_lost)) {
+		pr_err("check %s '%s': out of memory recording an exiting task earlier, kpatch cannot check every stack any more\n",
+		       upd->verb, kpmod ? kpmod->name : upd->remove->name);
+		ret = -ENOMEM;
+	}
+	if (!ret)
+		ret = kpatch_prewalk(upd);
+	kfree(upd->ranges);
+	upd->ranges = NULL;
 	if (kpmod)
 		kpatch_unpin(kpmod);
 	return ret;
@@ -2624,8 +3032,9 @@ static bool kpatch_retry(struct kpatch_update *upd, int ret, unsigned int try)
 	};
 	bool last;
 
-	if (ret != -EBUSY || upd->refusal == KPATCH_OK)
-		return false;	/* not the stack check: ftrace, say */
+	if (ret != -EBUSY || upd->refusal == KPATCH_OK ||
+	    upd->refusal == KPATCH_HOOK)
+		return false;	/* not the stack check: ftrace, a hook, say */
 	last = try >= tries || signal_pending(current) ||
 	       (upd->refusal == KPATCH_RAN && !READ_ONCE(kpatch_failed_nmi));
 	kpatch_report(upd, try, tries, last, delay);
@@ -2641,16 +3050,19 @@ static bool kpatch_retry(struct kpatch_update *upd, int ret, unsigned int try)
 }
 
 /*
- * Enable @kpmod, optionally replacing every other patch.  Caller holds
+ * Enable @kpmod, optionally replacing every other patch; or with @chk,
+ * only say whether that would work now (a dry run).  Caller holds
  * kpatch_mutex; it is dropped while the update waits between tries.  On
  * failure nothing has changed, @kpmod->funcs included.
  */
-static int kpatch_enable(struct kpatch_module *kpmod, bool replace)
+static int kpatch_enable(struct kpatch_module *kpmod, bool replace,
+			 struct kpatch_check *chk)
 {
 	struct kpatch_update upd = {
 		.verb = replace ? "replace" : "patch",
 		.add = kpmod,
 		.replace = replace,
+		.check = chk,
 	};
 	size_t size = kpmod->num_funcs * sizeof(*kpmod->funcs);
 	struct kpatch_func *funcs;
@@ -2687,11 +3099,11 @@ static int kpatch_enable(struct kpatch_module *kpmod, bool replace)
 	if (!funcs)
 		return -ENOMEM;
 	for (try = 1; ; try++) {
-		ret = kpatch_try(&upd);
-		if (!ret)
+		ret = chk ? kpatch_dry_run(&upd) : kpatch_try(&upd);
+		if (!ret && !chk)
 			break;
 		memcpy(kpmod->funcs, funcs, size);
-		if (!kpatch_retry(&upd, ret, try))
+		if (chk || !kpatch_retry(&upd, ret, try))
 			break;
 	}
 	kfree(funcs);
@@ -2699,13 +3111,19 @@ static int kpatch_enable(struct kpatch_module *kpmod, bool replace)
 }
 
 /*
- * Disable @kpmod.  Caller holds kpatch_mutex; it is dropped while the
- * update waits between tries, and nobody else removes @kpmod meanwhile
- * (kpatch_removal_waits()).  On failure nothing has changed.
+ * Disable @kpmod, or with @chk only say whether that would work now.
+ * Caller holds kpatch_mutex; it is dropped while the update waits between
+ * tries, and nobody else removes @kpmod meanwhile (kpatch_removal_waits()).
+ * On failure nothing has changed.
  */
-static int kpatch_disable(struct kpatch_module *kpmod)
+static int kpatch_disable(struct kpatch_module *kpmod,
+			  struct kpatch_check *chk)
 {
-	struct kpatch_update upd = { .verb = "unpatch", .remove = kpmod };
+	struct kpatch_update upd = {
+		.verb = "unpatch",
+		.remove = kpmod,
+		.check = chk,
+	};
 	unsigned int try;
 	int ret;
 
@@ -2716,6 +3134,8 @@ static int kpatch_disable(struct kpatch_module *kpmod)
 		       kpmod->name);
 		return -EBUSY;
 	}
+	if (chk)
+		return kpatch_dry_run(&upd);
 	for (try = 1; ; try++) {
 		ret = kpatch_try(&upd);
 		if (!ret || !kpatch_retry(&upd, ret, try))
@@ -2762,7 +3182,7 @@ int kpatch_register(struct kpatch_module *kpmod, bool replace)
 	saved = *kpmod;
 	kpmod->name = kpmod->mod->name;
 	INIT_LIST_HEAD(&kpmod->list);
-	ret = kpatch_enable(kpmod, replace);
+	ret = kpatch_enable(kpmod, replace, NULL);
 	if (ret)
 		*kpmod = saved;		/* kpatch_enable() restored ->funcs */
 out:
@@ -2792,7 +3212,7 @@ int kpatch_unregister(struct kpatch_module *kpmod)
 
 	mutex_lock(&kpatch_mutex);
 	if (kpmod && kpmod->enabled)
-		ret = kpatch_disable(kpmod);
+		ret = kpatch_disable(kpmod, NULL);
 	mutex_unlock(&kpatch_mutex);
 	return ret;
 }
@@ -2822,7 +3242,7 @@ again:
 			continue;
 		pr_warn("module %s is going away with its patch enabled (its init failed): taking the patch out\n",
 			mod->name);
-		while ((ret = kpatch_disable(kpmod))) {
+		while ((ret = kpatch_disable(kpmod, NULL))) {
 			pr_err("cannot take patch '%s' out (%d); trying again in 1 s, its module is freed after that\n",
 			       kpmod->name, ret);
 			mutex_unlock(&kpatch_mutex);
@@ -2862,28 +3282,78 @@ static int kpatch_parse_addr(const char *tok, unsigned long *addr)
 	return kstrtoul(digits, 16, addr) ? -EINVAL : 0;
 }
 
-/* `patch|replace NAME OLD NEW [OLD NEW ...]` */
-static int kpatch_cmd_patch(char **tok, int ntok, bool replace)
+/* Parse the word `HOOK=ADDR` into @kpmod->hooks. */
+static int kpatch_parse_hook(struct kpatch_module *kpmod, const char *verb,
+			     const char *word)
+{
+	size_t len = strchr(word, '=') - word;
+	unsigned long addr;
+	int h;
+
+	for (h = 0; h < KPATCH_NR_HOOKS; h++)
+		if (strlen(kpatch_hook_names[h]) == len &&
+		    !strncmp(word, kpatch_hook_names[h], len))
+			break;
+	if (h == KPATCH_NR_HOOKS) {
+		pr_err("%s %s: '%*pE' names no hook (pre-, stop-, undo- or post-, then patch or unpatch)\n",
+		       verb, kpmod->name, kpatch_echo_len(word), word);
+		return -EINVAL;
+	}
+	if (kpmod->hooks[h]) {
+		pr_err("%s %s: the %s hook is given twice\n", verb, kpmod->name,
+		       kpatch_hook_names[h]);
+		return -EINVAL;
+	}
+	if (kpatch_parse_addr(word + len + 1, &addr) || !addr) {
+		pr_err("%s %s: '%*pE' is not %s=ADDRESS (hexadecimal, not 0)\n",
+		       verb, kpmod->name, kpatch_echo_len(word), word,
+		       kpatch_hook_names[h]);
+		return -EINVAL;
+	}
+	kpmod->hooks[h] = (kpatch_hook_t)addr;
+	return 0;
+}
+
+/*
+ * `patch|replace NAME OLD NEW [OLD NEW ...] [HOOK=ADDR ...]`, or with @chk
+ * its dry run.  A word with '=' is a hook, wherever it stands after NAME;
+ * the other words are the address pairs, in order.
+ */
+static int kpatch_cmd_patch(char **tok, int ntok, bool replace,
+			    struct kpatch_check *chk)
 {
 	const char *verb = tok[0];
 	struct kpatch_module *kpmod;
-	int i, ret;
-
-	if (ntok < 4 || ntok % 2) {
-		pr_err("%s: expected NAME and OLD NEW address pairs\n", verb);
-		return -EINVAL;
-	}
+	int i, nwords = 0, ret = -ENOMEM;
 
 	kpmod = kzalloc(sizeof(*kpmod), GFP_KERNEL);
 	if (!kpmod)
 		return -ENOMEM;
-	kpmod->num_funcs = (ntok - 2) / 2;
+	INIT_LIST_HEAD(&kpmod->list);
+	kpmod->name = kstrdup(tok[1], GFP_KERNEL);
+	if (!kpmod->name)
+		goto err;
+	/* Hooks out; the pairs move up in place, behind NAME. */
+	for (i = 2; i < ntok; i++) {
+		if (!strchr(tok[i], '=')) {
+			tok[2 + nwords++] = tok[i];
+			continue;
+		}
+		ret = kpatch_parse_hook(kpmod, verb, tok[i]);
+		if (ret)
+			goto err;
+	}
+	ret = -EINVAL;
+	if (nwords < 2 || nwords % 2) {
+		pr_err("%s: expected NAME and OLD NEW address pairs\n", verb);
+		goto err;
+	}
+
+	kpmod->num_funcs = nwords / 2;
 	kpmod->funcs = kcalloc(kpmod->num_funcs, sizeof(*kpmod->funcs),
 			       GFP_KERNEL);
-	kpmod->name = kstrdup(tok[1], GFP_KERNEL);
-	INIT_LIST_HEAD(&kpmod->list);
 	ret = -ENOMEM;
-	if (!kpmod->funcs || !kpmod->name)
+	if (!kpmod->funcs)
 		goto err;
 
 	for (i = 0; i < kpmod->num_funcs; i++) {
@@ -2901,9 +3371,9 @@ static int kpatch_cmd_patch(char **tok, int ntok, bool replace)
 	}
 
 	mutex_lock(&kpatch_mutex);
-	ret = kpatch_enable(kpmod, replace);
+	ret = kpatch_enable(kpmod, replace, chk);
 	mutex_unlock(&kpatch_mutex);
-	if (ret)
+	if (ret || chk)
 		goto err;
 	return 0;
 err:
@@ -2911,8 +3381,8 @@ err:
 	return ret;
 }
 
-/* `unpatch NAME` */
-static int kpatch_cmd_unpatch(char **tok, int ntok)
+/* `unpatch NAME`, or with @chk its dry run */
+static int kpatch_cmd_unpatch(char **tok, int ntok, struct kpatch_check *chk)
 {
 	struct kpatch_module *kpmod;
 	int ret;
@@ -2928,18 +3398,109 @@ static int kpatch_cmd_unpatch(char **tok, int ntok)
 		pr_err("unpatch %s: no such patch\n", tok[1]);
 		ret = -ENOENT;
 	} else {
-		ret = kpatch_disable(kpmod);
-		if (!ret && !kpmod->mod)
+		ret = kpatch_disable(kpmod, chk);
+		if (!ret && !chk && !kpmod->mod)
 			kpatch_free(kpmod);
 	}
 	mutex_unlock(&kpatch_mutex);
 	return ret;
 }
 
+/*
+ * The check file: the result of the last `check`, written whole under
+ * kpatch_mutex and freed at unload.
+ */
+static char *kpatch_check_text;
+
+/*
+ * "symbol+0xoff/0xsize", or "module:symbol+0xoff/0xsize" for a module
+ * function; with @offset false, only the name ("symbol", "module:symbol").
+ */
+static void kpatch_sym_name(char *buf, unsigned long addr, bool offset)
+{
+	char sym[KSYM_SYMBOL_LEN];
+	char *mod;
+
+	if (offset)
+		sprint_symbol(sym, addr);
+	else
+		sprint_symbol_no_offset(sym, addr);
+	mod = strstr(sym, " [");
+	if (!mod) {
+		strscpy(buf, sym, KSYM_SYMBOL_LEN);
+		return;
+	}
+	*mod = '\0';
+	mod += 2;
+	mod[strcspn(mod, " ]")] = '\0';
+	scnprintf(buf, KSYM_SYMBOL_LEN, "%s:%s", mod, sym);
+}
+
+/*
+ * Log the answer of `check VERB NAME ...` and keep it for the check file:
+ * "VERB NAME ERRNO", then "PID WHERE COMM" for each task in the way.
+ */
+static void kpatch_check_record(const char *verb, const char *name, int ret,
+				struct kpatch_check *chk)
+{
+	size_t size = 2 * KPATCH_NAME_MAX + 32 +
+		      chk->nr * (KSYM_SYMBOL_LEN + TASK_COMM_LEN + 16);
+	char where[KSYM_SYMBOL_LEN], *text;
+	struct kpatch_blocker *b;
+	unsigned int i;
+	int len;
+
+	if (!ret)
+		pr_info("check %s '%s': would apply now\n", verb, name);
+	else if (chk->nr)
+		pr_info("check %s '%s': would fail (%d): %u task%s in the way\n",
+			verb, name, ret, chk->nr + chk->more,
+			chk->nr + chk->more == 1 ? "" : "s");
+	else
+		pr_info("check %s '%s': would fail (%d)\n", verb, name, ret);
+
+	text = kmalloc(size, GFP_KERNEL);
+	len = text ? scnprintf(text, size, "%s %s %d\n", verb, name, ret) : 0;
+	for (i = 0; i < chk->nr; i++) {
+		b = &chk->blockers[i];
+		if (b->addr) {
+			pr_info("check %s '%s': pid %d (%s) in %pS\n", verb,
+				name, b->pid, b->comm, (void *)b->addr);
+			kpatch_sym_name(where, b->addr, true);
+		} else {
+			pr_info("check %s '%s': pid %d (%s): stack cannot be walked reliably\n",
+				verb, name, b->pid, b->comm);
+			strscpy(where, "unreliable", sizeof(where));
+		}
+		if (text)
+			len += scnprintf(text + len, size - len, "%d %s %s\n",
+					 b->pid, where, b->comm);
+	}
+	if (chk->more) {
+		pr_info("check %s '%s': and %u more\n", verb, name, chk->more);
+		if (text)
+			scnprintf(text + len, size - len, "+%u more\n",
+				  chk->more);
+	}
+	kfree(chk->blockers);
+
+	mutex_lock(&kpatch_mutex);
+	kfree(kpatch_check_text);
+	kpatch_check_text = text;
+	mutex_unlock(&kpatch_mutex);
+}
+
+static bool kpatch_is_verb(const char *word)
+{
+	return !strcmp(word, "patch") || !strcmp(word, "replace") ||
+	       !strcmp(word, "unpatch");
+}
+
 static int kpatch_run_command(char *cmd)
 {
-	char **tok, *p;
-	int ntok = 0, ret;
+	struct kpatch_check check = {}, *chk = NULL;
+	char **tok, **t, *p;
+	int ntok = 0, n, ret;
 
 	tok = kmalloc_array(strlen(cmd) / 2 + 2, sizeof(*tok), GFP_KERNEL);
 	if (!tok)
@@ -2948,20 +3509,34 @@ static int kpatch_run_command(char *cmd)
 		if (*p)
 			tok[ntok++] = p;
 
+	/* `check VERB ...` is VERB ... as a dry run. */
+	t = tok;
+	n = ntok;
+	if (n && !strcmp(t[0], "check")) {
+		chk = &check;
+		t++;
+		n--;
+	}
+
 	ret = -EINVAL;
 	if (!ntok) {
 		pr_err("empty command\n");
-	} else if (strcmp(tok[0], "patch") && strcmp(tok[0], "replace") &&
-		   strcmp(tok[0], "unpatch")) {
-		pr_err("unknown command '%*pE' (expected patch, replace or unpatch)\n",
-		       kpatch_echo_len(tok[0]), tok[0]);
-	} else if (ntok < 2 || !kpatch_valid_name(tok[1])) {
+	} else if (chk && (!n || !kpatch_is_verb(t[0]))) {
+		pr_err("check: expected patch, replace or unpatch, then its arguments\n");
+	} else if (!kpatch_is_verb(t[0])) {
+		pr_err("unknown command '%*pE' (expected patch, replace, unpatch or check)\n",
+		       kpatch_echo_len(t[0]), t[0]);
+	} else if (n < 2 || !kpatch_valid_name(t[1])) {
 		pr_err("%s: the name must be 1 to %d characters of A-Z a-z 0-9 _ -\n",
-		       tok[0], KPATCH_NAME_MAX);
-	} else if (!strcmp(tok[0], "unpatch")) {
-		ret = kpatch_cmd_unpatch(tok, ntok);
+		       t[0], KPATCH_NAME_MAX);
 	} else {
-		ret = kpatch_cmd_patch(tok, ntok, !strcmp(tok[0], "replace"));
+		if (!strcmp(t[0], "unpatch"))
+			ret = kpatch_cmd_unpatch(t, n, chk);
+		else
+			ret = kpatch_cmd_patch(t, n, !strcmp(t[0], "replace"),
+					       chk);
+		if (chk)
+			kpatch_check_record(t[0], t[1], ret, chk);
 	}
 	kfree(tok);
 	return ret;
@@ -3010,27 +3585,11 @@ static const struct file_operations kpatch_control_fops = {
 	.llseek	= noop_llseek,
 };
 
-/* "symbol" for vmlinux, "module:symbol" for a module function. */
-static void kpatch_sym_name(char *buf, unsigned long addr)
-{
-	char sym[KSYM_SYMBOL_LEN];
-	char *mod;
-
-	sprint_symbol_no_offset(sym, addr);
-	mod = strstr(sym, " [");
-	if (!mod) {
-		strscpy(buf, sym, KSYM_SYMBOL_LEN);
-		return;
-	}
-	*mod = '\0';
-	mod += 2;
-	mod[strcspn(mod, " ]")] = '\0';
-	scnprintf(buf, KSYM_SYMBOL_LEN, "%s:%s", mod, sym);
-}
-
 /*
  * One line per patched function, oldest patch first:
  * NAME OLDSYM+0xSIZE OLDADDR NEWSYM+0xSIZE NEWADDR active|shadowed
+ * and after a patch's functions one line per hook it has:
+ * NAME HOOK SYM ADDR
  */
 static int kpatch_patches_show(struct seq_file *m, void *v)
 {
@@ -3043,8 +3602,8 @@ static int kpatch_patches_show(struct seq_file *m, void *v)
 	list_for_each_entry(kpmod, &kpatch_patches, list) {
 		for (i = 0; i < kpmod->num_funcs; i++) {
 			func = &kpmod->funcs[i];
-			kpatch_sym_name(old, func->old_addr);
-			kpatch_sym_name(new, func->new_addr);
+			kpatch_sym_name(old, func->old_addr, false);
+			kpatch_sym_name(new, func->new_addr, false);
 			seq_printf(m, "%s %s+%#lx %016lx %s+%#lx %016lx %s\n",
 				   kpmod->name, old, func->old_size,
 				   func->old_addr, new, func->new_size,
@@ -3052,11 +3611,31 @@ static int kpatch_patches_show(struct seq_file *m, void *v)
 				   kpatch_top_func(func->ip) == func ?
 				   "active" : "shadowed");
 		}
+		for (i = 0; i < KPATCH_NR_HOOKS; i++) {
+			if (!kpmod->hooks[i])
+				continue;
+			kpatch_sym_name(new, (unsigned long)kpmod->hooks[i],
+					false);
+			seq_printf(m, "%s %s %s %016lx\n", kpmod->name,
+				   kpatch_hook_names[i], new,
+				   (unsigned long)kpmod->hooks[i]);
+		}
 	}
 	mutex_unlock(&kpatch_mutex);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(kpatch_patches);
+
+/* The result of the last `check`: see kpatch_check_record(). */
+static int kpatch_check_show(struct seq_file *m, void *v)
+{
+	mutex_lock(&kpatch_mutex);
+	if (kpatch_check_text)
+		seq_puts(m, kpatch_check_text);
+	mutex_unlock(&kpatch_mutex);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(kpatch_check);
 
 /* ------------------------------------------------------------------------
  * init and exit
@@ -3199,6 +3778,8 @@ static int __init kpatch_init(void)
 			    &kpatch_control_fops);
 	debugfs_create_file("patches", 0400, kpatch_debugfs_dir, NULL,
 			    &kpatch_patches_fops);
+	debugfs_create_file("check", 0400, kpatch_debugfs_dir, NULL,
+			    &kpatch_check_fops);
 	return 0;
 
 err_notifier:
@@ -3232,6 +3813,7 @@ static void __exit kpatch_exit(void)
 	unregister_ftrace_function(&kpatch_anchor_ops);
 	ftrace_free_filter(&kpatch_anchor_ops);
 	ftrace_free_filter(&kpatch_probe_ops);
+	kfree(kpatch_check_text);
 }
 
 module_init(kpatch_init);

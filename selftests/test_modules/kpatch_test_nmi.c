@@ -238,6 +238,7 @@ static notrace void kpatch_nmi_data_check(int gen)
 	ok = kpatch_nmi_data_is(gen, &version);
 	smp_rmb();	/* data before flight; pairs with the stop hook's */
 	flight = READ_ONCE(kpatch_nmi_flight);
+	smp_rmb();	/* the flight before its old generation */
 	old = READ_ONCE(kpatch_nmi_flight_old);
 
 	if (!flight) {
@@ -1062,9 +1063,9 @@ static void kpatch_nmi_stop_hook(enum kpatch_hook hook, int gen)
 		/* the flight before the data changes; see kpatch_nmi_data_check() */
 		WRITE_ONCE(kpatch_nmi_flight_old, kpatch_nmi_top());
 		WRITE_ONCE(kpatch_nmi_stopping, true);
-		smp_wmb();
+		smp_wmb();	/* old and stopping before the flight */
 		WRITE_ONCE(kpatch_nmi_flight, kpatch_nmi_upd.id);
-		smp_wmb();
+		smp_wmb();	/* the flight before the data */
 	}
 	kpatch_nmi_upd.stops++;
 	step = &kpatch_nmi_upd.steps[kpatch_nmi_upd.nr_steps++];

@@ -32,8 +32,8 @@
 #    (A: f->f1 g->g1, B: f2/g2, C: f3/g3).  An NMI that calls f or g while
 #    an update is in progress makes kpatch refuse it (EBUSY); that is
 #    retried up to 20 times.  Every few conversions (KPATCH_NMI_STOP_KICK,
-#    default 3) the stop hook itself raises an NMI on the other CPUs after
-#    converting the first field.  After every step a call of f and g from
+#    default 5) the stop hook itself raises an NMI on the other CPUs after
+#    converting the first field, and pauses between fields.  After every step a call of f and g from
 #    the shell must see the top patch, and the data must be in its
 #    version; no caller may ever see two generations; every update refused
 #    because an NMI ran must have run its undo hooks.
@@ -63,7 +63,7 @@ KPATCH_MODDIR=$KPATCH_HOOKS/test_modules
 
 CYCLES=${KPATCH_NMI_CYCLES:-1000}
 STRADDLE=${KPATCH_NMI_STRADDLE:-1}
-STOP_KICK=${KPATCH_NMI_STOP_KICK:-3}
+STOP_KICK=${KPATCH_NMI_STOP_KICK:-5}
 NMI_PARAMS=/sys/module/kpatch_test_nmi/parameters
 MAX_TRIES=20
 
@@ -285,7 +285,7 @@ while [ "$i" -lt "$CYCLES" ]; do
 	i=$((i + 1))
 	if ! cycle "$i"; then
 		for _n in C B A; do
-			echo "unpatch $_n" >"$KP_CONTROL" 2>/dev/null
+			fast_kp unpatch "$_n" 2>/dev/null
 		done
 	fi
 	[ $((i % 100)) -ne 0 ] || scan_log

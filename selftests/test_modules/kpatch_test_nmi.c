@@ -100,8 +100,7 @@
  * version N encodes it (kpatch_nmi_encode()).  Every call of f or g, in
  * any generation, checks that the data is entirely in its version.  The
  * stop hooks of the patches convert it (see "Patch hooks" below) one field
- * at a time, with convert_delay_us between two fields so that an NMI can
- * land half-way; meanwhile the version word is KPATCH_NMI_MIXED(from, to).
+ * at a time, meanwhile the version word is KPATCH_NMI_MIXED(from, to).
  */
 
 #define KPATCH_NMI_FIELDS		4
@@ -802,7 +801,11 @@ static void kpatch_nmi_hook(enum kpatch_test_point point)
  * anything raises an NMI on every other CPU once it has converted the
  * first field, and waits until they have landed (at every force_every-th
  * update, like the other force modes); with stop_kick_every=N, every N-th
- * conversion raises one there without waiting.
+ * conversion raises one there without waiting, and pauses for
+ * convert_delay_us between two fields, for it to land half-way.  (The
+ * other conversions do not pause: in QEMU's TCG, which runs the vCPUs in
+ * turn, an NMI raised on another vCPU lands when this one pauses, and an
+ * NMI raised at UPDATING (kick_every) would then make every update fail.)
  */
 
 #define KPATCH_NMI_PARTS	8
@@ -865,11 +868,11 @@ static const char * const kpatch_nmi_hook_names[] = {
 
 static unsigned int convert_delay_us = 5;
 module_param(convert_delay_us, uint, 0644);
-MODULE_PARM_DESC(convert_delay_us, "pause of a stop hook between two fields it converts (default 5)");
+MODULE_PARM_DESC(convert_delay_us, "with stop_kick_every, pause of the stop hook between two fields it converts (default 5)");
 
 static unsigned int stop_kick_every;
 module_param(stop_kick_every, uint, 0644);
-MODULE_PARM_DESC(stop_kick_every, "at every N-th conversion, raise an NMI on the other CPUs after the first field, without waiting (0: never)");
+MODULE_PARM_DESC(stop_kick_every, "at every N-th conversion, raise an NMI on the other CPUs after the first field, without waiting, and pause between fields (0: never)");
 
 /* Not from an NMI. */
 static __printf(3, 4) void kpatch_nmi_hook_error_at(enum kpatch_hook hook,
@@ -892,8 +895,13 @@ static int kpatch_nmi_top(void)
 	return kpatch_nmi_depth ? kpatch_nmi_stack[kpatch_nmi_depth - 1] : 0;
 }
 
-/* Inside the stop hooks: NMIs on the other CPUs, if asked for. */
-static void kpatch_nmi_stop_nmis(void)
+/*
+ * Inside the stop hooks, once the first field is converted: NMIs on the
+ * other CPUs, if asked for.  True if the hook should then pause between
+ * the fields, for them to land (an emulator that runs the vCPUs in turn
+ * may only switch to another one when this one pauses).
+ */
+static bool kpatch_nmi_stop_nmis(void)
 {
 	unsigned int self, cpu;
 	long n = atomic_long_inc_return(&kpatch_nmi_conversions);
@@ -902,19 +910,21 @@ static void kpatch_nmi_stop_nmis(void)
 	if (kpatch_nmi_force_now && !kpatch_nmi_upd.forced &&
 	    READ_ONCE(kpatch_nmi_force_mode) == KPATCH_NMI_FORCE_STOP) {
 		kpatch_nmi_upd.forced = true;
-		kpatch_nmi_force(false);
+		kpatch_nmi_force(false);	/* waits until they landed */
 	} else if (every && n % every == 0) {
 		self = smp_processor_id();
 		for_each_online_cpu(cpu)
 			if (cpu != self)
 				kpatch_nmi_raise(cpu);
+		return true;
 	}
+	return false;
 }
 
 /* Convert the data from version @from to @to, a field at a time. */
 static void kpatch_nmi_convert(int from, int to)
 {
-	unsigned int delay = READ_ONCE(convert_delay_us);
+	unsigned int delay = 0;
 	u32 x;
 	int i;
 
@@ -924,8 +934,8 @@ static void kpatch_nmi_convert(int from, int to)
 	for (i = 0; i < KPATCH_NMI_FIELDS; i++) {
 		x = kpatch_nmi_decode(from, READ_ONCE(kpatch_nmi_data.field[i]));
 		WRITE_ONCE(kpatch_nmi_data.field[i], kpatch_nmi_encode(to, x));
-		if (i == 0)
-			kpatch_nmi_stop_nmis();
+		if (i == 0 && kpatch_nmi_stop_nmis())
+			delay = READ_ONCE(convert_delay_us);
 		if (delay && i < KPATCH_NMI_FIELDS - 1)
 			udelay(delay);
 	}

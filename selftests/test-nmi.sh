@@ -32,7 +32,7 @@
 #    (A: f->f1 g->g1, B: f2/g2, C: f3/g3).  An NMI that calls f or g while
 #    an update is in progress makes kpatch refuse it (EBUSY); that is
 #    retried up to 20 times.  Every few conversions (KPATCH_NMI_STOP_KICK,
-#    default 5) the stop hook itself raises an NMI on the other CPUs after
+#    default 10) the stop hook itself raises an NMI on the other CPUs after
 #    converting the first field, and pauses between fields.  After every step a call of f and g from
 #    the shell must see the top patch, and the data must be in its
 #    version; no caller may ever see two generations; every update refused
@@ -63,7 +63,7 @@ KPATCH_MODDIR=$KPATCH_HOOKS/test_modules
 
 CYCLES=${KPATCH_NMI_CYCLES:-1000}
 STRADDLE=${KPATCH_NMI_STRADDLE:-1}
-STOP_KICK=${KPATCH_NMI_STOP_KICK:-5}
+STOP_KICK=${KPATCH_NMI_STOP_KICK:-10}
 NMI_PARAMS=/sys/module/kpatch_test_nmi/parameters
 MAX_TRIES=20
 
@@ -333,6 +333,10 @@ else
 fi
 check "the stop hooks converted the data" modparam_positive kpatch_test_nmi conversions
 check_eq "every update an NMI made fail ran its undo hooks" "$refused_nmi" "$rollbacks"
+if [ "$STOP_KICK" -gt 0 ]; then
+	check "NMIs landed while a stop hook converted, and rolled the update back" \
+		modparam_positive kpatch_test_nmi rollbacks_old_calls
+fi
 data_violations
 
 # ---------------------------------------------------------- failure paths --

@@ -921,6 +921,19 @@ static bool kpatch_nmi_stop_nmis(void)
 	return false;
 }
 
+/*
+ * Spin for @us microseconds, pausing: udelay() may not pause (the guests'
+ * kernels fall back to a plain loop without a stable TSC), and QEMU's TCG
+ * only lets another vCPU run, and take its NMI, when this one pauses.
+ */
+static void kpatch_nmi_pause(unsigned int us)
+{
+	u64 end = ktime_get_mono_fast_ns() + (u64)us * NSEC_PER_USEC;
+
+	while (ktime_get_mono_fast_ns() < end)
+		cpu_relax();
+}
+
 /* Convert the data from version @from to @to, a field at a time. */
 static void kpatch_nmi_convert(int from, int to)
 {
@@ -937,7 +950,7 @@ static void kpatch_nmi_convert(int from, int to)
 		if (i == 0 && kpatch_nmi_stop_nmis())
 			delay = READ_ONCE(convert_delay_us);
 		if (delay && i < KPATCH_NMI_FIELDS - 1)
-			udelay(delay);
+			kpatch_nmi_pause(delay);
 	}
 	WRITE_ONCE(kpatch_nmi_data.version, to);
 }

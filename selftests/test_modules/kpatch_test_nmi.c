@@ -46,6 +46,17 @@
  *   An NMI that long is rare on bare metal, but not in a guest whose vCPU
  *   the host preempts.  Its pair must still come from one generation.
  *
+ * Generation N of f and g also works on data in version N, which every
+ * call checks, and the module has the hooks of a patch to generation N,
+ * whose stop hooks convert the data inside stop_machine(), a field at a
+ * time (see "The versioned data" and "Patch hooks" below).  The callers
+ * count every call of a new function of an update before its stop hooks
+ * were all done or on data not converted, and every call of an old
+ * function on converted data in an update that took effect; the hooks
+ * count the updates rolled back, and check that those left the data
+ * byte-identical.  force=stop makes the stop hook raise an NMI on the
+ * other CPUs in the middle of a conversion, and wait for it.
+ *
  * Everything stops, and the hook is removed, when the module is unloaded.
  * Needs the hooked kpatch.ko loaded first.
  */

@@ -849,6 +849,7 @@ static struct {
 	struct kpatch_nmi_step steps[KPATCH_NMI_PARTS];
 	int nr_steps;
 	int stops, undos;
+	bool old_seen;		/* an old function saw converted data */
 	bool forced;
 	/* before its first hook */
 	struct kpatch_nmi_data data;
@@ -975,6 +976,7 @@ static void kpatch_nmi_open(void)
 	kpatch_nmi_upd.nr_steps = 0;
 	kpatch_nmi_upd.stops = 0;
 	kpatch_nmi_upd.undos = 0;
+	kpatch_nmi_upd.old_seen = false;
 	kpatch_nmi_upd.forced = false;
 	kpatch_nmi_upd.data = kpatch_nmi_data;
 	memcpy(kpatch_nmi_upd.stack, kpatch_nmi_stack, sizeof(kpatch_nmi_stack));
@@ -1011,6 +1013,7 @@ static void kpatch_nmi_close(enum kpatch_hook hook, int gen)
 	while (atomic_read(&kpatch_nmi_old_seeing))
 		cpu_relax();
 	old_seen = atomic_long_xchg(&kpatch_nmi_old_seen, 0) == id;
+	old_seen |= kpatch_nmi_upd.old_seen;
 
 	if (took_effect) {
 		if (kpatch_nmi_upd.stops != kpatch_nmi_upd.nr_parts ||
@@ -1159,7 +1162,8 @@ static void kpatch_nmi_undo(enum kpatch_hook hook, int gen)
 	kpatch_nmi_upd.nr_steps--;
 	kpatch_nmi_upd.undos++;
 	/* what an old function saw so far is rolled back now */
-	atomic_long_set(&kpatch_nmi_old_seen, 0);
+	if (atomic_long_xchg(&kpatch_nmi_old_seen, 0) == kpatch_nmi_upd.id)
+		kpatch_nmi_upd.old_seen = true;
 	if (step->pos < 0)
 		return;
 	kpatch_nmi_convert(step->to, step->from);

@@ -441,14 +441,10 @@ struct kpatch_blocker {
 	char comm[TASK_COMM_LEN];
 };
 
-/*
- * What a dry run (`check`) found: the blockers it lists, how many more
- * there were, and the lines of the check file after the first.
- */
+/* What a dry run (`check`) found: the blockers it lists, and how many more. */
 struct kpatch_check {
 	struct kpatch_blocker *blockers;
 	unsigned int nr, more;
-	char *text;
 };
 
 /*

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Live-patch demo, run in the test guest by `testbed.sh demo`: replace the
-# kernel's /proc/cmdline handler with one from a test module and back, showing
-# each command as a user would type it.
+# kernel's /proc/cmdline handler with one from a test module and back, then
+# a patch that adds per-object data (shadow data, freed by a post-unpatch
+# hook), showing each command as a user would type it.
 
 failed=0
 
@@ -40,6 +41,26 @@ cat /sys/kernel/debug/kpatch/patches
 rmmod kpatch_test_new
 rmmod kpatch
 dmesg | tail -n 6
+
+# A patch that changes data (README.md): a new function that keeps a
+# count per object in shadow data, freed by the patch's post-unpatch hook.
+insmod /kpatch/kpatch.ko
+insmod /kpatch/test_modules/kpatch_test_shadow.ko
+p=/sys/module/kpatch_test_shadow/parameters
+old=$(awk '$3 == "kpatch_test_shadow_touch" {print $1}' /proc/kallsyms)
+new=$(awk '$3 == "kpatch_test_shadow_touch_new" {print $1}' /proc/kallsyms)
+free=$(awk '$3 == "kpatch_test_shadow_post_unpatch" {print $1}' /proc/kallsyms)
+echo "check patch data $old $new post-unpatch=$free" > /sys/kernel/debug/kpatch/control
+cat /sys/kernel/debug/kpatch/check
+echo "patch data $old $new post-unpatch=$free" > /sys/kernel/debug/kpatch/control
+cat /sys/kernel/debug/kpatch/patches
+echo 0 > $p/touch; echo 0 > $p/touch; echo 2 > $p/touch
+cat $p/values $p/shadow
+echo "unpatch data" > /sys/kernel/debug/kpatch/control
+cat $p/values $p/shadow $p/allocs $p/frees
+rmmod kpatch_test_shadow
+rmmod kpatch
+dmesg | grep -e kpatch_test_shadow -e "kpatch: .*data"
 EOF
 
 exit "$failed"

@@ -53,7 +53,7 @@ KP_SPLAT_RE="$KP_SPLAT_RE|lockdep[ :]|turning off the locking correctness valida
 KP_SPLAT_RE="$KP_SPLAT_RE|Disabling lock debugging|list_(add|del) corruption"
 
 # Test modules, in an order in which they can be unloaded.
-KP_TEST_MODULES="kpatch_example kpatch_test_sib kpatch_test_sib_new"
+KP_TEST_MODULES="kpatch_example kpatch_test_shadow kpatch_test_sib kpatch_test_sib_new"
 KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_direct kpatch_test_nmi kpatch_test_going"
 KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_stress"
 KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_kprobe kpatch_test_api kpatch_test_exit"

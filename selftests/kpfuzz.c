@@ -13,7 +13,10 @@
  * addresses (0, -1, non-canonical and user addresses, one byte past a
  * function start, the last byte of a function, data, read-only data,
  * per-cpu, init text, ftrace and BPF trampolines), names at and past the
- * length limit and with bad bytes, and commands with many pairs.  Case I
+ * length limit and with bad bytes, commands with many pairs, hook words
+ * (HOOK=ADDR: the hooks of kpatch_test_shadow, unknown hook names, the
+ * same hook twice, '=' at the edges, vmlinux, data and junk addresses,
+ * other modules' functions) and dry runs (check VERB ...).  Case I
  * is made from its own generator state, derived from S and I only, so
  * `kpfuzz --seed S --only I` replays it on the same kernel.
  *
@@ -35,7 +38,11 @@
  * commands (default 20) and before every command the model may accept.  An
  * accepted command must have changed the patches file exactly as the model
  * says and made the patched functions return what their replacements
- * return; it is then undone and the state must be the baseline again.
+ * return, its hooks must have been called once each (pre, stop and post
+ * of its direction); it is then undone and the state must be the
+ * baseline again.  A dry run must call no hook, change nothing (it is
+ * checked like a refused command) and leave "VERB NAME ERRNO" in the
+ * check file.
  * The kernel log is read as it grows (it overflows the ring buffer long
  * before the end) and must show no splat.
  *
@@ -86,6 +93,9 @@
 #define SYSFS_DIR	"/sys/kernel/kpatch"
 #define SYSFS_PATCHES	"/sys/kernel/kpatch/patches"
 #define VALUES		"/sys/module/kpatch_test_target/parameters/values"
+#define CHECKFILE	"/sys/kernel/debug/kpatch/check"
+#define HOOK_MOD	"kpatch_test_shadow"
+#define HOOK_CALLS	"/sys/module/kpatch_test_shadow/parameters/hooks"
 
 #define CMD_MAX		4096		/* longest command (Documentation.txt) */
 #define NAME_LEN_MAX	63		/* longest patch name */
@@ -654,6 +664,43 @@ static bool safe_usable(int i)
 	return safe[i].addr;
 }
 
+/*
+ * Hooks (HOOK=ADDR words): the names, in the order of enum kpatch_hook,
+ * and the two functions of kpatch_test_shadow a command the model accepts
+ * may use as hooks: "nop" returns 0, "veto" -EINVAL.  A veto in a
+ * pre-patch or stop-patch slot refuses the command with EINVAL; in a
+ * post or undo slot its return is ignored; in a pre-unpatch or
+ * stop-unpatch slot it would keep the patch from being undone, so such a
+ * command is not written.  Both count their calls (HOOK_CALLS).
+ */
+#define NR_HOOKS	8
+#define HOOK_PRE_UNPATCH 4	/* the first unpatch hook */
+
+static const char * const hook_names[NR_HOOKS] = {
+	"pre-patch", "stop-patch", "undo-patch", "post-patch",
+	"pre-unpatch", "stop-unpatch", "undo-unpatch", "post-unpatch",
+};
+
+enum { H_NOP, H_VETO, H_COUNT };
+
+static struct {
+	const char *name;
+	unsigned long addr;
+} hookfn[H_COUNT] = {
+	[H_NOP] = { "kpatch_test_shadow_hook_nop" },
+	[H_VETO] = { "kpatch_test_shadow_hook_veto" },
+};
+
+static int find_hookfn(unsigned long addr)
+{
+	int i;
+
+	for (i = 0; i < H_COUNT; i++)
+		if (hookfn[i].addr && hookfn[i].addr == addr)
+			return i;
+	return -1;
+}
+
 /* Pools of symbols, as indexes into syms[] */
 struct pool {
 	size_t *idx;
@@ -758,6 +805,33 @@ static enum aclass classify(unsigned long addr, bool as_old, int *sidx)
 	return c;
 }
 
+/*
+ * What kpatch must make of @addr as a hook: HK_BAD if it must refuse it
+ * (not a function start in the text of a live module: vmlinux, data, init
+ * text, a going module, junk), HK_NOP or HK_VETO for the hooks of
+ * kpatch_test_shadow, HK_TEXT for any other module function: kpatch may
+ * take it (and, unless it lacks ENDBR on an IBT kernel, call it).
+ */
+enum hclass { HK_BAD, HK_NOP, HK_VETO, HK_TEXT };
+
+static enum hclass classify_hook(unsigned long addr)
+{
+	size_t i;
+	int h = find_hookfn(addr), s;
+
+	if (h >= 0)
+		return module_usable(HOOK_MOD) ? (h == H_NOP ? HK_NOP : HK_VETO) :
+		       HK_BAD;
+	s = find_safe(addr);
+	if (s >= 0)
+		return safe_usable(s) && safe[s].mod ? HK_TEXT : HK_BAD;
+	for (i = sym_lower(addr); i < nsyms && syms[i].addr == addr; i++)
+		if (syms[i].mod && module_usable(syms[i].mod) &&
+		    !is_data_type(syms[i].type))
+			return HK_TEXT;
+	return HK_BAD;
+}
+
 /* ------------------------------------------------------------------ */
 /* The model of the control file                                       */
 
@@ -765,6 +839,8 @@ enum { V_PATCH, V_REPLACE, V_UNPATCH };
 
 struct cmd {
 	int verb;
+	bool check;			/* check VERB ...: a dry run */
+	unsigned long hook[NR_HOOKS];	/* 0: none */
 	char name[NAME_LEN_MAX + 1];
 	unsigned int npairs;
 	unsigned long old[MAX_PAIRS];
@@ -779,10 +855,13 @@ struct judgement {
 	unsigned int strict;	/* M_*, with neither 0X nor a final NUL */
 	bool danger;		/* could be accepted, and cannot be judged */
 	bool have_cmd;		/* cmd: the command, when OK is allowed */
+	bool check;		/* a dry run (check VERB ...) */
+	char check_line[NAME_LEN_MAX + 16];	/* "VERB NAME" for the check file */
 	struct cmd cmd;
 };
 
 static struct judgement jcur;	/* the current case's */
+static bool judging_strict;	/* judge_one() reads the write as it is */
 
 static bool valid_name(const unsigned char *s, size_t n)
 {
@@ -838,9 +917,26 @@ static int parse_addr(const unsigned char *t, size_t n, bool upper_x,
  */
 static unsigned int judge_pairs(const struct cmd *c, bool *danger)
 {
-	bool bad = false, unknown = false, cross = false;
+	bool bad = false, unknown = false, cross = false, veto = false;
 	bool replace = c->verb == V_REPLACE;
 	unsigned int i, j;
+
+	for (i = 0; i < NR_HOOKS; i++) {
+		enum hclass h;
+
+		if (!c->hook[i])
+			continue;
+		h = classify_hook(c->hook[i]);
+		if (h == HK_BAD)
+			bad = true;
+		else if (h == HK_TEXT)
+			unknown = true;
+		else if (h == HK_VETO && (i % 4 == 0 || i % 4 == 1))
+			veto = true;	/* a pre or stop hook that refuses */
+		if (h == HK_VETO && i >= HOOK_PRE_UNPATCH && i % 4 < 2 &&
+		    !c->check)
+			unknown = true;	/* the patch could not be undone */
+	}
 
 	for (i = 0; i < c->npairs; i++) {
 		int so = -1, sn = -1;
@@ -867,11 +963,51 @@ static unsigned int judge_pairs(const struct cmd *c, bool *danger)
 				 c->old[i] == safe[S_A1].addr))
 			return M_EINVAL;	/* chains with "base" */
 	}
+	/*
+	 * A dry run runs no hook and changes nothing: any function is fine
+	 * to name, it may only be refused or in use.
+	 */
+	if (c->check)
+		return unknown ? M_OK | M_EINVAL | M_EBUSY : M_OK;
 	if (unknown || cross) {
 		*danger = true;
 		return M_OK | M_EINVAL;
 	}
-	return M_OK;
+	return veto ? M_EINVAL : M_OK;
+}
+
+/*
+ * Take the hook words (with '=') out of tok[2..ntok): into @c, or -1 for
+ * an unknown hook, one given twice, or a bad ADDR (hexadecimal as OLD and
+ * NEW, not 0).  Returns the number of words left, moved up in place.
+ */
+static int take_hooks(const unsigned char **tok, size_t *tlen,
+		      unsigned int ntok, bool upper_x, struct cmd *c)
+{
+	unsigned int i, n = 2, h;
+	unsigned long addr;
+
+	memset(c->hook, 0, sizeof(c->hook));
+	for (i = 2; i < ntok; i++) {
+		const unsigned char *eq = memchr(tok[i], '=', tlen[i]);
+		size_t len = eq - tok[i];
+
+		if (!eq) {
+			tok[n] = tok[i];
+			tlen[n++] = tlen[i];
+			continue;
+		}
+		for (h = 0; h < NR_HOOKS; h++)
+			if (strlen(hook_names[h]) == len &&
+			    !memcmp(tok[i], hook_names[h], len))
+				break;
+		if (h == NR_HOOKS || c->hook[h] ||
+		    parse_addr(eq + 1, tlen[i] - len - 1, upper_x, &addr) ||
+		    !addr)
+			return -1;
+		c->hook[h] = addr;
+	}
+	return n;
 }
 
 /*
@@ -885,9 +1021,10 @@ static void judge_one(const unsigned char *b, size_t n, bool upper_x,
 	static const unsigned char *tok[MAX_TOKENS];
 	static size_t tlen[MAX_TOKENS];
 	static struct cmd c;
-	unsigned int ntok = 0, i, res;
+	unsigned int ntok = 0, i;
 	size_t k = 0;
 	bool danger = false;
+	int res;
 
 	if (n && b[n - 1] == '\n')
 		n--;
@@ -915,6 +1052,16 @@ static void judge_one(const unsigned char *b, size_t n, bool upper_x,
 		j->allowed |= M_EINVAL;
 		return;
 	}
+	c.check = tlen[0] == 5 && !memcmp(tok[0], "check", 5);
+	if (c.check) {
+		j->check = true;
+		memmove(tok, tok + 1, (ntok - 1) * sizeof(*tok));
+		memmove(tlen, tlen + 1, (ntok - 1) * sizeof(*tlen));
+		if (!--ntok) {
+			j->allowed |= M_EINVAL;
+			return;
+		}
+	}
 	if (tlen[0] == 5 && !memcmp(tok[0], "patch", 5))
 		c.verb = V_PATCH;
 	else if (tlen[0] == 7 && !memcmp(tok[0], "replace", 7))
@@ -930,6 +1077,11 @@ static void judge_one(const unsigned char *b, size_t n, bool upper_x,
 	memcpy(c.name, tok[1], tlen[1]);
 	c.name[tlen[1]] = '\0';
 	c.npairs = 0;
+	memset(c.hook, 0, sizeof(c.hook));
+	if (c.check && judging_strict)
+		snprintf(j->check_line, sizeof(j->check_line), "%s %s",
+			 c.verb == V_PATCH ? "patch" : c.verb == V_REPLACE ?
+			 "replace" : "unpatch", c.name);
 
 	if (c.verb == V_UNPATCH) {
 		if (ntok != 2) {
@@ -944,10 +1096,12 @@ static void judge_one(const unsigned char *b, size_t n, bool upper_x,
 		return;
 	}
 
-	if (ntok < 4 || ntok % 2) {
+	res = take_hooks(tok, tlen, ntok, upper_x, &c);
+	if (res < 4 || res % 2) {
 		j->allowed |= M_EINVAL;
 		return;
 	}
+	ntok = res;
 	for (i = 2; i < ntok; i += 2) {
 		if (parse_addr(tok[i], tlen[i], upper_x, &c.old[c.npairs]) ||
 		    parse_addr(tok[i + 1], tlen[i + 1], upper_x,
@@ -984,13 +1138,17 @@ static void judge(const struct buf *b, struct judgement *j)
 	j->allowed = 0;
 	j->danger = false;
 	j->have_cmd = false;
+	j->check = false;
+	j->check_line[0] = '\0';
 	if (b->len > CMD_MAX) {
 		j->allowed = M_EINVAL;
 		j->strict = M_EINVAL;
 		return;
 	}
 	upper_x = memmem(b->p, b->len, "0X", 2);
+	judging_strict = true;
 	judge_one(b->p, b->len, false, j);
+	judging_strict = false;
 	j->strict = j->allowed;
 	if (upper_x)
 		judge_one(b->p, b->len, true, j);
@@ -1101,20 +1259,22 @@ static bool looks_like_splat(const struct buf *b)
 
 enum {
 	C_BYTES, C_TOKENS, C_LONG, C_MUTATE, C_ADDR, C_NAME, C_PAIRS,
-	C_VERB, C_NOCAP, C_FAULT, C_GOING, C_GONE, C_COUNT
+	C_VERB, C_HOOK, C_CHECK, C_NOCAP, C_FAULT, C_GOING, C_GONE, C_COUNT
 };
 
 static const char * const cat_names[C_COUNT] = {
 	[C_BYTES] = "bytes", [C_TOKENS] = "tokens", [C_LONG] = "long",
 	[C_MUTATE] = "mutate", [C_ADDR] = "addr", [C_NAME] = "name",
-	[C_PAIRS] = "pairs", [C_VERB] = "verb", [C_NOCAP] = "nocap",
-	[C_FAULT] = "fault", [C_GOING] = "going", [C_GONE] = "gone",
+	[C_PAIRS] = "pairs", [C_VERB] = "verb", [C_HOOK] = "hook",
+	[C_CHECK] = "check", [C_NOCAP] = "nocap", [C_FAULT] = "fault",
+	[C_GOING] = "going", [C_GONE] = "gone",
 };
 
 /* Weights of the categories of the main run */
 static const unsigned int cat_weight[C_NOCAP] = {
-	[C_BYTES] = 12, [C_TOKENS] = 14, [C_LONG] = 6, [C_MUTATE] = 22,
-	[C_ADDR] = 22, [C_NAME] = 14, [C_PAIRS] = 6, [C_VERB] = 4,
+	[C_BYTES] = 10, [C_TOKENS] = 12, [C_LONG] = 5, [C_MUTATE] = 20,
+	[C_ADDR] = 18, [C_NAME] = 12, [C_PAIRS] = 5, [C_VERB] = 4,
+	[C_HOOK] = 10, [C_CHECK] = 10,
 };
 
 static const char name_chars[] =
@@ -1232,12 +1392,19 @@ static unsigned int pick_valid_pairs(struct rng *r, bool replace,
 	return n;
 }
 
-/* A command the model accepts (mostly patch, some replace and unpatch). */
+static void put_hook(struct rng *r, struct buf *b, bool valid);
+
+/*
+ * A command the model accepts (mostly patch, some replace and unpatch;
+ * some as a dry run, some with hooks).
+ */
 static void gen_valid(struct rng *r, struct buf *b)
 {
 	unsigned long old[4], new[4];
 	unsigned int n, i, verb;
 
+	if (chance(r, 10))
+		bputs(b, "check ");
 	if (chance(r, 8)) {
 		bputs(b, "unpatch");
 		put_sep(r, b);
@@ -1254,6 +1421,10 @@ static void gen_valid(struct rng *r, struct buf *b)
 			put_addr(r, b, old[i]);
 			put_sep(r, b);
 			put_addr(r, b, new[i]);
+		}
+		if (chance(r, 10)) {
+			put_sep(r, b);
+			put_hook(r, b, true);
 		}
 	}
 	if (chance(r, 30))
@@ -1363,16 +1534,20 @@ static void put_token(struct rng *r, struct buf *b)
 		"0x", "0X", "-1", "+1", "0x0x1", "x", "g", "-", "_", "ffff",
 		"0xffffffffffffffff", "10000000000000000", "patch", "replace",
 		"unpatch", BASE_NAME, "PATCH", "Unpatch", "%s", "%n", "\\",
+		"check", "=", "pre-patch=", "=0", "Check",
 		"\"", "'", "..", "/", "\x7f", "\xff", "\x80", "\r", "\v", "\f",
 	};
 	unsigned int i, n;
 
-	switch (rnd(r, 10)) {
+	switch (rnd(r, 11)) {
 	case 0:
 		bputs(b, verbs[rnd(r, 3)]);
 		break;
 	case 1:
 		put_valid_name(r, b);
+		break;
+	case 10:
+		put_hook(r, b, chance(r, 50));
 		break;
 	case 2:
 		put_addr(r, b, function_addr(r, chance(r, 50)));
@@ -1959,6 +2134,180 @@ static void gen_verb(struct rng *r, struct buf *b)
 		bputc(b, '\n');
 }
 
+/*
+ * One hook word.  @valid: a hook of kpatch_test_shadow in a slot where the
+ * model accepts it (nop anywhere, veto in a patch slot); else anything,
+ * mostly hostile: an unknown hook name, a bad or missing ADDR, '=' at the
+ * edges, an address in vmlinux, in data, past a function start, of another
+ * module's function (may be accepted: only in a dry run then), of the
+ * going module.
+ */
+static void put_hook(struct rng *r, struct buf *b, bool valid)
+{
+	static const char * const bad_names[] = {
+		"", "pre", "patch", "pre_patch", "prepatch", "Pre-patch",
+		"PRE-PATCH", "pre-patch-", "-pre-patch", "post-patched",
+		"stop", "undo", "check", "pre-unpatc", "undo-unpatch2",
+		"stop-patch\x01", "post\xffpatch", "pre--patch", "base",
+	};
+	static const char * const junk[] = {
+		"pre-patch=", "=", "==", "=abc", "=0", "pre-patch==1",
+		"pre-patch=0", "pre-patch=0x", "pre-patch=x1", "post-patch=-1",
+		"stop-patch=0x0x1", "undo-patch=g", "pre-patch= ",
+		"post-unpatch=10000000000000000", "stop-unpatch=+1",
+		"pre-unpatch=0xffffffffffffffff=", "=pre-patch",
+	};
+	unsigned int h = rnd(r, NR_HOOKS), k = valid ? 0 : rnd(r, 12);
+	unsigned long a = hookfn[H_NOP].addr;
+
+	if (k < 4 && h % 4 < 2 && chance(r, 30) &&
+	    (h < HOOK_PRE_UNPATCH || !valid))
+		a = hookfn[H_VETO].addr;
+	switch (k) {
+	case 4:		/* vmlinux text */
+		a = pool_pick(r, &p_vtext, k_text);
+		break;
+	case 5:
+		a = boundary_addr(r);
+		break;
+	case 6:		/* another module's function */
+		a = function_addr(r, false);
+		break;
+	case 7:		/* an unknown hook name */
+		bprintf(b, "%s=", bad_names[rnd(r, ARRAY_SIZE(bad_names))]);
+		put_addr(r, b, a);
+		return;
+	case 8:
+		bputs(b, junk[rnd(r, ARRAY_SIZE(junk))]);
+		return;
+	case 9:		/* a test function (returns a value, not 0) */
+		a = safe[pick_safe(r, 0, false)].addr;
+		break;
+	case 10:	/* past the start of a hook */
+		a += 1 + rnd(r, 8);
+		break;
+	case 11:	/* the going module's function, or its data */
+		a = safe[S_GOING].addr ? safe[S_GOING].addr : k_end;
+		break;
+	}
+	bprintf(b, "%s=", hook_names[h]);
+	put_addr(r, b, a);
+}
+
+/*
+ * patch/replace (sometimes as a dry run) with hook words anywhere after
+ * NAME: valid ones, the same hook twice, hostile ones
+ */
+static void gen_hook(struct rng *r, struct buf *b)
+{
+	unsigned long old[4], new[4];
+	unsigned int n, nh = 1 + rnd(r, 4), i, verb;
+	char words[4][80];
+	struct buf w;
+	bool twice = chance(r, 10);
+
+	if (chance(r, 25))
+		bputs(b, "check ");
+	verb = chance(r, 20) ? V_REPLACE : V_PATCH;
+	bputs(b, verbs[verb]);
+	put_sep(r, b);
+	if (chance(r, 4))
+		bputs(b, BASE_NAME);
+	else
+		put_valid_name(r, b);
+	n = pick_valid_pairs(r, verb == V_REPLACE, old, new,
+			     1 + (chance(r, 20) ? 1 : 0));
+	if (chance(r, 3))
+		n = 0;		/* hooks only */
+	for (i = 0; i < nh; i++) {
+		if (twice && i) {	/* the same hook again */
+			strcpy(words[i], words[0]);
+			continue;
+		}
+		w.p = (unsigned char *)words[i];
+		w.len = 0;
+		w.cap = sizeof(words[i]) - 1;
+		put_hook(r, &w, chance(r, 60));
+		bstr(&w);
+	}
+	/* The hooks at random places among the address words. */
+	for (i = 0; i < 2 * n || nh; ) {
+		put_sep(r, b);
+		if (nh && (i == 2 * n || chance(r, 35))) {
+			bputs(b, words[--nh]);
+			continue;
+		}
+		put_addr(r, b, i % 2 ? new[i / 2] : old[i / 2]);
+		i++;
+	}
+	if (chance(r, 30))
+		bputc(b, '\n');
+}
+
+/* check: its modes, and dry runs of every kind of command */
+static void gen_check(struct rng *r, struct buf *b)
+{
+	static const char * const bad_modes[] = {
+		"", "check", "Patch", "unpatchx", "patch\x01", "PATCH",
+		"replac", "base", "=", "pre-patch=1",
+	};
+
+	switch (rnd(r, 12)) {
+	case 0:		/* a bad mode, or none */
+		bputs(b, "check");
+		if (chance(r, 80)) {
+			put_sep(r, b);
+			bputs(b, bad_modes[rnd(r, ARRAY_SIZE(bad_modes))]);
+		}
+		if (chance(r, 50)) {
+			put_sep(r, b);
+			put_valid_name(r, b);
+			bprintf(b, " %016lx %016lx", safe[S_B].addr,
+				safe[S_B1].addr);
+		}
+		break;
+	case 1:		/* check unpatch: base, unknown, words too many */
+		bputs(b, "check unpatch");
+		put_sep(r, b);
+		if (chance(r, 50))
+			bputs(b, BASE_NAME);
+		else
+			put_valid_name(r, b);
+		if (chance(r, 30)) {
+			put_sep(r, b);
+			put_token(r, b);
+		}
+		break;
+	case 2:
+	case 3:
+	case 4:
+		bputs(b, "check ");
+		gen_addr(r, b);
+		break;
+	case 5:		/* any kernel or module functions: kpatch decides */
+	case 6:
+		bprintf(b, "check %s f%u", chance(r, 80) ? "patch" : "replace",
+			rnd(r, 1000));
+		put_sep(r, b);
+		put_addr(r, b, function_addr(r, true));
+		put_sep(r, b);
+		put_addr(r, b, function_addr(r, false));
+		if (chance(r, 30)) {
+			put_sep(r, b);
+			put_hook(r, b, false);
+		}
+		break;
+	case 7:
+		bputs(b, "check ");
+		gen_pairs(r, b);
+		break;
+	default:
+		bputs(b, "check ");
+		gen_valid(r, b);
+		break;
+	}
+}
+
 static unsigned long long seed = 1;
 
 /* Make case @index, generation @attempt, of the main run; its category. */
@@ -1996,6 +2345,12 @@ static int gen_case(unsigned long long index, unsigned int attempt,
 		break;
 	case C_PAIRS:
 		gen_pairs(&r, b);
+		break;
+	case C_HOOK:
+		gen_hook(&r, b);
+		break;
+	case C_CHECK:
+		gen_check(&r, b);
 		break;
 	default:
 		gen_verb(&r, b);
@@ -2312,6 +2667,23 @@ static int cmp_line(const void *a, const void *b)
 }
 
 /*
+ * What the order of the patches file fixes about line @l: its patch, and
+ * for a hook line (4 fields) which hook.
+ */
+static const char *line_key(const char *l, char *out, size_t size)
+{
+	size_t n1 = strcspn(l, " "), n2 = 0, fields = 1;
+	const char *p;
+
+	for (p = l; (p = strchr(p, ' ')); p++)
+		fields++;
+	if (fields == 4)
+		n2 = 1 + strcspn(l + n1 + 1, " ");
+	snprintf(out, size, "%.*s", (int)(n1 + n2), l);
+	return out;
+}
+
+/*
  * Is the patches file what the model says after accepted command @c?
  * Compares "NAME OLDSYM OLDADDR NEWSYM NEWADDR STATE" without the sizes,
  * the patches in order, the functions of a patch in any order.
@@ -2319,7 +2691,7 @@ static int cmp_line(const void *a, const void *b)
 static bool check_patches_file(const struct cmd *c, struct entry *e, int n)
 {
 	static struct buf file, want;
-	char *lines_a[MAX_PAIRS + 8], *lines_w[MAX_PAIRS + 8], *p, *line;
+	char *lines_a[MAX_PAIRS + 16], *lines_w[MAX_PAIRS + 16], *p, *line;
 	char sym1[160], sym2[160];
 	int na = 0, nw = 0, i, k;
 	bool good = true;
@@ -2358,15 +2730,22 @@ static bool check_patches_file(const struct cmd *c, struct entry *e, int n)
 			active ? "active" : "shadowed");
 		bputc(&want, '\0');
 	}
+	/* After the patch's functions, its hooks in enum order. */
+	for (k = 0; c->verb != V_UNPATCH && k < NR_HOOKS; k++) {
+		if (!c->hook[k] || find_hookfn(c->hook[k]) < 0)
+			continue;
+		lines_w[nw++] = (char *)want.p + want.len;
+		bprintf(&want, "%s %s %s:%s %016lx", c->name, hook_names[k],
+			HOOK_MOD, hookfn[find_hookfn(c->hook[k])].name,
+			c->hook[k]);
+		bputc(&want, '\0');
+	}
 	if (na != nw)
 		good = false;
-	for (i = 0; good && i < na; i++) {
-		size_t la = strcspn(lines_a[i], " ");
-		size_t lw = strcspn(lines_w[i], " ");
-
-		if (la != lw || memcmp(lines_a[i], lines_w[i], la))
+	for (i = 0; good && i < na; i++)
+		if (strcmp(line_key(lines_a[i], sym1, sizeof(sym1)),
+			   line_key(lines_w[i], sym2, sizeof(sym2))))
 			good = false;
-	}
 	if (good) {
 		qsort(lines_a, na, sizeof(char *), cmp_line);
 		qsort(lines_w, nw, sizeof(char *), cmp_line);
@@ -2440,6 +2819,31 @@ static bool check_sysfs(const struct cmd *c)
 	return good;
 }
 
+/* Calls of kpatch_test_shadow's hooks so far (all four), or -1. */
+static long hook_calls(void)
+{
+	char line[256];
+	long a, b, c, d;
+
+	read_line(HOOK_CALLS, line, sizeof(line));
+	if (sscanf(line, "pre-patch=%ld post-unpatch=%ld nop=%ld veto=%ld",
+		   &a, &b, &c, &d) != 4)
+		return -1;
+	return a + b + c + d;
+}
+
+/* How many hooks of @c run when it takes effect (@unpatch: is undone). */
+static long hooks_run(const struct cmd *c, bool unpatch)
+{
+	static const unsigned int stages[] = { 0, 1, 3 };	/* pre, stop, post */
+	long n = 0;
+	size_t i;
+
+	for (i = 0; c->verb != V_UNPATCH && i < ARRAY_SIZE(stages); i++)
+		n += !!c->hook[stages[i] + (unpatch ? HOOK_PRE_UNPATCH : 0)];
+	return n;
+}
+
 /* Undo an accepted command: back to the baseline, or abort the run. */
 static bool undo(int verb, const char *name)
 {
@@ -2477,6 +2881,8 @@ static bool undo_unexpected(const struct buf *b)
 	t.len = strnlen((char *)t.p, t.len);	/* kpatch stops at a NUL */
 	if (token_spans(&t, start, len, 2) < 2)
 		return false;
+	if (len[0] == 5 && !memcmp(t.p + start[0], "check", 5))
+		return true;	/* a dry run: the state check will tell */
 	verb = !memcmp(t.p + start[0], "unpatch", 7) ? V_UNPATCH :
 	       !memcmp(t.p + start[0], "replace", 7) ? V_REPLACE : V_PATCH;
 	memcpy(name, t.p + start[1], len[1]);
@@ -2484,7 +2890,9 @@ static bool undo_unexpected(const struct buf *b)
 	return undo(verb, name);
 }
 
-/* Check and undo the accepted case (judged @j). */
+/* Check and undo the accepted case (judged @j), hooks called before: */
+static long calls_before;
+
 static void check_accepted(long long index, int cat, const struct buf *b,
 			   const struct judgement *j)
 {
@@ -2501,7 +2909,16 @@ static void check_accepted(long long index, int cat, const struct buf *b,
 			return;
 		}
 	} else {
+		long calls = hook_calls(), want;
+
 		n = model_table(&j->cmd, e);
+		want = hooks_run(&j->cmd, false);
+		if (calls - calls_before != want) {
+			printf("# kpfuzz: %ld calls of the hooks, expected %ld\n",
+			       calls - calls_before, want);
+			good = false;
+		}
+		calls_before = calls;
 		snapshot(&st_now, NULL);
 		if (same(&st_now, &st_base)) {
 			printf("# kpfuzz: the state did not change\n");
@@ -2520,6 +2937,14 @@ static void check_accepted(long long index, int cat, const struct buf *b,
 			report(index, cat, b, "cannot undo", 0, j->allowed);
 			aborted = true;
 			return;
+		}
+		want = hooks_run(&j->cmd, true);
+		if (hook_calls() - calls_before != want) {
+			naccept_fail++;
+			report(index, cat, b, "undone, but not as many hook calls as hooks",
+			       0, j->allowed);
+			printf("# kpfuzz: %ld calls of the unpatch hooks, expected %ld\n",
+			       hook_calls() - calls_before, want);
 		}
 	}
 	snapshot(&st_now, NULL);
@@ -2540,6 +2965,36 @@ static double t_write, t_accept, t_check;
 static unsigned int n_check;
 static long long pending_from = -1;
 
+/*
+ * A dry run (judged @j, result @res) ran no hook, and the check file's
+ * first line is "VERB NAME ERRNO" for it.  Its state is compared with the
+ * refused commands'.
+ */
+static unsigned int ndry, ndry_ok, ndry_hooks, ndry_file;
+
+static void check_dry_run(long long index, int cat, const struct buf *b,
+			  const struct judgement *j, int res)
+{
+	char line[256], want[256];
+
+	ndry++;
+	ndry_ok += !res;
+	if (hook_calls() != calls_before) {
+		ndry_hooks++;
+		report(index, cat, b, "a dry run called hooks", res, j->allowed);
+	}
+	if (!j->check_line[0] || res < 0 || memchr(b->p, 0, b->len))
+		return;
+	read_line(CHECKFILE, line, sizeof(line));
+	snprintf(want, sizeof(want), "%s %d", j->check_line, -res);
+	if (strcmp(line, want)) {
+		ndry_file++;
+		report(index, cat, b, "check file", res, j->allowed);
+		printf("# kpfuzz: %s reads '%s', expected '%s'\n", CHECKFILE,
+		       line, want);
+	}
+}
+
 /* Compare the state with the baseline after refused commands. */
 static void check_pending(void)
 {
@@ -2551,7 +3006,7 @@ static void check_pending(void)
 	snapshot(&st_now, NULL);
 	if (!same(&st_now, &st_base)) {
 		nstate_fail++;
-		printf("# kpfuzz: FAIL: state changed by one of %u refused cases from %lld\n",
+		printf("# kpfuzz: FAIL: state changed by one of %u cases from %lld\n",
 		       pending, pending_from);
 		printf("#   replay: kpfuzz --seed %llu --from %lld --cases %u --check-every 1\n",
 		       seed, pending_from, pending);
@@ -2571,15 +3026,19 @@ static int run_one(int fd, long long index, int cat, const struct buf *b,
 	double t;
 	int res;
 
-	if (j->allowed & M_OK)
+	if ((j->allowed & M_OK) && !j->check)
 		check_pending();
 	if (aborted)
 		return -2;
+	if ((j->allowed & M_OK) || j->check)
+		calls_before = hook_calls();
 	t = now_s();
 	res = write_cmd(fd, b);
 	t_write += now_s() - t;
 	nkp = res > 0 ? kmsg_refusal() : kmsg_drain();
 	count(cat, res);
+	if (j->check)
+		check_dry_run(index, cat, b, j, res);
 	if (verbose) {
 		printf("# case %lld %s: \"", index, cat_names[cat]);
 		print_escaped(b->p, b->len, 200);
@@ -2610,7 +3069,7 @@ static int run_one(int fd, long long index, int cat, const struct buf *b,
 		report(index, cat, b, "refused without a 'kpatch: ' log line",
 		       res, j->allowed);
 	}
-	if (!res) {
+	if (!res && !j->check) {
 		t = now_s();
 		check_accepted(index, cat, b, j);
 		t_accept += now_s() - t;
@@ -2861,10 +3320,11 @@ static void gen_going(unsigned int i, struct buf *b)
 	unsigned long g = safe[S_GOING].addr, gn = safe[S_GOING_NEW].addr;
 	unsigned long b0 = safe[S_B].addr, b1 = safe[S_B1].addr;
 	struct rng r;
+	bool k;
 
 	rng_init(&r, seed, 3, i, 0);
 	b->len = 0;
-	switch (i % 9) {
+	switch (i % 11) {
 	case 0:		/* its function as the old one */
 		bprintf(b, "patch g%u %016lx %016lx", i, g, b1);
 		break;
@@ -2890,6 +3350,15 @@ static void gen_going(unsigned int i, struct buf *b)
 	case 7:		/* the module's new function, then a valid pair */
 		bprintf(b, "patch g%u %016lx %016lx %016lx %016lx", i, b0, gn,
 			safe[S_CMDLINE].addr, safe[S_CMDLINE1].addr);
+		break;
+	case 8:		/* its function as a hook */
+		bprintf(b, "patch g%u %016lx %016lx %s=%016lx", i, b0, b1,
+			hook_names[rnd(&r, NR_HOOKS)], g);
+		break;
+	case 9:		/* a dry run naming it, as new function or hook */
+		k = chance(&r, 50);
+		bprintf(b, "check patch g%u %016lx %016lx post-unpatch=%016lx",
+			i, b0, k ? gn : b1, k ? hookfn[H_NOP].addr : gn);
 		break;
 	default:
 		bprintf(b, "replace g%u %016lx %016lx %016lx %016lx", i,
@@ -3115,6 +3584,14 @@ static int setup(void)
 			return -1;
 		}
 	}
+	for (s = 0; s < H_COUNT; s++) {
+		hookfn[s].addr = sym_addr(hookfn[s].name, HOOK_MOD);
+		if (!hookfn[s].addr) {
+			printf("# kpfuzz: no %s: %s not loaded?\n",
+			       hookfn[s].name, HOOK_MOD);
+			return -1;
+		}
+	}
 	if (going_mod) {
 		going_data = sym_addr("kpatch_test_going_data", going_mod);
 		if (!safe[S_GOING].addr || !safe[S_GOING_NEW].addr ||
@@ -3203,6 +3680,11 @@ static void summary(unsigned int min_cases)
 	verdict(!naccept_fail && !aborted,
 		"every accepted command valid, in effect as expected, and undone");
 	verdict(!nnolog, "every refusal logged a 'kpatch: ' line");
+	printf("# kpfuzz: %u dry runs, %u answered 0 (would apply)\n", ndry,
+	       ndry_ok);
+	verdict(ndry && !ndry_hooks && !aborted, "check: no dry run called a hook");
+	verdict(ndry && !ndry_file && !aborted,
+		"check: the check file names each dry run and its errno");
 	verdict(!nsplats, "no kernel splat in the log");
 	verdict(kmsg_fd >= 0 && !kmsg_lost,
 		"kernel log read without losing records");

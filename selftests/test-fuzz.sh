@@ -5,11 +5,16 @@
 # writes at least 10,000 commands from a fixed seed: random bytes, token
 # soups, over-long writes, truncated and mutated valid commands, boundary
 # addresses, names at and past the length limit and with bad bytes, many
-# pairs.  Every result must be OK or a documented errno, and the one
+# pairs, hook words (HOOK=ADDR: kpatch_test_shadow's hooks, unknown
+# names, the same hook twice, '=' at the edges, vmlinux and bad
+# addresses), and dry runs (check VERB ...).  Every result must be OK or a
+# documented errno, and the one
 # Documentation.txt's grammar gives; a refusal must change nothing
 # (patches file, sysfs, ftrace's enabled functions, module reference
 # counts); an accepted command must be in effect as the grammar says, and
-# is undone.  Commands written without CAP_SYS_MODULE must fail with
+# is undone, with its hooks called once each; a dry run must change
+# nothing, call no hook, and leave "VERB NAME ERRNO" as the first line of
+# the check file.  Commands written without CAP_SYS_MODULE must fail with
 # EPERM, writes from unreadable buffers with EFAULT (write(2)'s errno for
 # them, which Documentation.txt does not list).
 #
@@ -32,7 +37,7 @@ cases=${KPFUZZ_CASES:-10000}
 going=kpatch_test_going
 
 command -v "$KPFUZZ" >/dev/null 2>&1 || bail "setup: kpfuzz helper exists"
-setup_modules kpatch kpatch_test_target kpatch_test_new
+setup_modules kpatch kpatch_test_target kpatch_test_new kpatch_test_shadow
 load_mod "$going" exit_delay_ms=3000 || bail "setup: load $going.ko"
 
 # kpatch logs every refusal at KERN_ERR; printed on the emulated serial

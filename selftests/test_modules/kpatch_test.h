@@ -17,6 +17,8 @@
 
 #include <linux/compiler.h>
 
+struct kpatch_module;
+struct kpatch_test_shadow_obj;
 struct seq_file;
 struct task_struct;
 
@@ -71,6 +73,14 @@ int kpatch_test_sib_fn(void);
 int kpatch_test_sib_fn_new(void);
 int kpatch_test_sib_helper(void);
 int kpatch_test_sib_other(void);
+
+/* kpatch_test_shadow.ko: old and new function, hooks */
+int kpatch_test_shadow_touch(struct kpatch_test_shadow_obj *obj);
+int kpatch_test_shadow_touch_new(struct kpatch_test_shadow_obj *obj);
+int kpatch_test_shadow_pre_patch(struct kpatch_module *kpmod);
+int kpatch_test_shadow_post_unpatch(struct kpatch_module *kpmod);
+int kpatch_test_shadow_hook_nop(struct kpatch_module *kpmod);
+int kpatch_test_shadow_hook_veto(struct kpatch_module *kpmod);
 
 /*
  * kpatch_test_many.ko: kpatch_test_many_funcs.c, written at build time

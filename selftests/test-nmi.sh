@@ -7,7 +7,18 @@
 # kpatch_test_nmi.ko (see that module's header): kpatch_test_nmi_f and
 # kpatch_test_nmi_g return 100 + N and 200 + N in generation N (0: the
 # originals, 1-3: the replacements f1/g1 .. f3/g3), and every caller checks
-# that the pair it got comes from one generation.
+# that the pair it got comes from one generation.  Generation N of f and g
+# also works on data in version N (a version word and four fields, each
+# encoded differently in each version), and checks it at every call.
+# Every patch to generation N has the hooks kpatch_test_nmi_*N (HOOK=ADDR
+# in the control file): its stop-patch hook converts the data to version
+# N, field by field, inside stop_machine(); stop-unpatch converts it back
+# to the patch below (or 0); the undo hooks reverse them on a roll back;
+# the pre and post hooks take a snapshot before each update and check it
+# after (see the module's header and "Patch hooks").  The module counts
+# the calls of a new function of an update before its stop hooks were all
+# done or on data not (fully) converted, and of an old function on data
+# converted in an update that then took effect: all must stay 0.
 #
 # 1. Stress: one thread per CPU calls f and g, a sender raises NMIs on
 #    every CPU whose handler calls f and g, and the update hook raises an
@@ -20,12 +31,18 @@
 #      patch A, stack B, replace with C, unpatch C
 #    (A: f->f1 g->g1, B: f2/g2, C: f3/g3).  An NMI that calls f or g while
 #    an update is in progress makes kpatch refuse it (EBUSY); that is
-#    retried up to 20 times.  After every step a call of f and g from the
-#    shell must see the top patch; no caller may ever see two generations.
-# 2. Failure paths, without the threads: an NMI that lands at UPDATING or
-#    once the entries are published makes patch, stack, replace and
-#    unpatch fail with EBUSY, the kernel log names the function called,
-#    and the patches file, the sysfs tree, enabled_functions and the module
+#    retried up to 20 times.  Every few conversions (KPATCH_NMI_STOP_KICK,
+#    default 10) the stop hook itself raises an NMI on the other CPUs after
+#    converting the first field, and pauses between fields.  After every step a call of f and g from
+#    the shell must see the top patch, and the data must be in its
+#    version; no caller may ever see two generations; every update refused
+#    because an NMI ran must have run its undo hooks.
+# 2. Failure paths, without the threads: an NMI that lands at UPDATING,
+#    while a stop hook converts (raised by the hook on the other CPUs, and
+#    waited for) or once the entries are published makes patch, stack,
+#    replace and unpatch fail with EBUSY, the kernel log names the
+#    function called, the undo hooks run, the data is byte-identical, and
+#    the patches file, the sysfs tree, enabled_functions and the module
 #    reference counts are exactly as before.
 # 3. An NMI on another CPU calls f when the stop_machine() callback starts
 #    (state still IDLE) and g only after the update has published its
@@ -46,6 +63,7 @@ KPATCH_MODDIR=$KPATCH_HOOKS/test_modules
 
 CYCLES=${KPATCH_NMI_CYCLES:-1000}
 STRADDLE=${KPATCH_NMI_STRADDLE:-1}
+STOP_KICK=${KPATCH_NMI_STOP_KICK:-10}
 NMI_PARAMS=/sys/module/kpatch_test_nmi/parameters
 MAX_TRIES=20
 
@@ -63,6 +81,22 @@ f2=$(sym kpatch_test_nmi_f2 kpatch_test_nmi) || bail "setup: find kpatch_test_nm
 g2=$(sym kpatch_test_nmi_g2 kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_g2"
 f3=$(sym kpatch_test_nmi_f3 kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_f3"
 g3=$(sym kpatch_test_nmi_g3 kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_g3"
+
+# hooks_of N: the HOOK=ADDR words of the patch to generation N
+hooks_of() {
+	_ho=
+	for _ho_k in pre-patch stop-patch undo-patch post-patch \
+		pre-unpatch stop-unpatch undo-unpatch post-unpatch; do
+		_ho_a=$(sym "kpatch_test_nmi_$(echo "$_ho_k" | tr - _)$1" \
+			kpatch_test_nmi) || return 1
+		_ho="$_ho $_ho_k=$_ho_a"
+	done
+	echo "${_ho# }"
+}
+h1=$(hooks_of 1) || bail "setup: find the hooks of generation 1"
+h2=$(hooks_of 2) || bail "setup: find the hooks of generation 2"
+h3=$(hooks_of 3) || bail "setup: find the hooks of generation 3"
+# (each $hN is eight words, split on purpose below)
 
 # nmi NAME: value of kpatch_test_nmi's parameter NAME
 nmi() {
@@ -84,6 +118,7 @@ nmi_set() {
 nmi_stop() {
 	nmi_set stress 0
 	nmi_set kick_every 0
+	nmi_set stop_kick_every 0
 	nmi_set force off
 }
 KP_CLEANUP_HOOK=nmi_stop
@@ -119,7 +154,7 @@ fast_kp() {
 }
 
 # step GEN CMD...: one update of a cycle; then f and g called from the
-# shell must return generation GEN
+# shell must return generation GEN, and the data must be in version GEN
 step() {
 	_st_gen=$1
 	shift
@@ -135,30 +170,40 @@ step() {
 		[ "$wrong" -gt 5 ] ||
 			diag "cycle $i: after $1 $2: generation $NMI_VAL, expected $_st_gen"
 	fi
+	nmi_read data_version
+	case $NMI_VAL in
+	"$_st_gen "*) ;;
+	*)
+		wrong_data=$((wrong_data + 1))
+		[ "$wrong_data" -gt 5 ] ||
+			diag "cycle $i: after $1 $2: data $NMI_VAL, expected version $_st_gen"
+		;;
+	esac
 	return 0
 }
 
 # cycle N: one cycle, of shape N % 4; fails at the first step that fails
+# shellcheck disable=SC2086
 cycle() {
-	step 1 patch A "$f" "$f1" "$g" "$g1" || return 1
+	step 1 patch A "$f" "$f1" "$g" "$g1" $h1 || return 1
 	case $(($1 % 4)) in
 	0)
-		step 2 patch B "$f" "$f2" "$g" "$g2" &&
+		step 2 patch B "$f" "$f2" "$g" "$g2" $h2 &&
 			step 1 unpatch B &&
 			step 0 unpatch A
 		;;
 	1)
-		step 2 patch B "$f" "$f2" "$g" "$g2" &&
+		step 2 patch B "$f" "$f2" "$g" "$g2" $h2 &&
 			step 2 unpatch A &&
 			step 0 unpatch B
 		;;
 	2)
-		step 3 replace C "$f" "$f3" "$g" "$g3" &&
+		step 3 replace C "$f" "$f3" "$g" "$g3" $h3 &&
 			step 0 unpatch C
 		;;
 	3)
-		step 2 patch B "$f" "$f2" "$g" "$g2" &&
-			step 3 replace C "$f" "$f3" "$g" "$g3" &&
+		step 2 patch B "$f" "$f2" "$g" "$g2" $h2 &&
+			step 3 replace C "$f" "$f3" "$g" "$g3" $h3 &&
 			step 0 unpatch C
 		;;
 	esac
@@ -198,11 +243,32 @@ check "one thread per online CPU" test "$threads" -eq "$(nproc)"
 check "the threads call f and g" wait_until modparam_positive kpatch_test_nmi thread_calls
 check "NMIs call f and g" wait_until modparam_positive kpatch_test_nmi nmi_calls
 check_eq "f and g unpatched: generation 0" 0 "$(nmi generation)"
+check_eq "the data in version 0, no patch" "0 []" "$(nmi data_version)"
+
+# data_violations: assert that the module's data checks found nothing
+data_violations() {
+	check_eq "no new function ran before the stop hooks were done" \
+		0 "$(nmi new_early)"
+	check_eq "no new function ran on unconverted or partly converted data" \
+		0 "$(nmi new_unconverted)"
+	check_eq "every old function that saw converted data was in an update rolled back" \
+		0 "$(nmi old_converted_kept)"
+	check_eq "outside updates, every function found its data in its version" \
+		0 "$(nmi data_mismatch)"
+	check_eq "every update rolled back left the data byte-identical" \
+		0 "$(nmi rollback_data_changed)"
+	if ! check_eq "the hooks ran in order, in their context" \
+		0 "$(nmi hook_errors)"; then
+		diag "last hook error: $(nmi last_hook_error)"
+	fi
+	diag "last violation: $(nmi last_violation)"
+}
 
 start_test "$CYCLES cycles of patch, stack, replace and unpatch"
 diag "% for i in \$(seq $CYCLES); do patch A, stack B, replace with C," \
 	"unpatch, ...; done  (EBUSY retried up to $MAX_TRIES times)"
 nmi_set kick_every 1
+nmi_set stop_kick_every "$STOP_KICK"
 busy_retries=0
 refused_nmi=0
 refused_other=0
@@ -210,14 +276,16 @@ bad_log=
 steps=0
 failed=0
 wrong=0
+wrong_data=0
 updates0=$(nmi updates)
+rollbacks0=$(nmi rollbacks)
 start=$(date +%s)
 i=0
 while [ "$i" -lt "$CYCLES" ]; do
 	i=$((i + 1))
 	if ! cycle "$i"; then
 		for _n in C B A; do
-			echo "unpatch $_n" >"$KP_CONTROL" 2>/dev/null
+			fast_kp unpatch "$_n" 2>/dev/null
 		done
 	fi
 	[ $((i % 100)) -ne 0 ] || scan_log
@@ -230,6 +298,8 @@ updates=$(($(nmi updates) - updates0))
 check_eq "every step of every cycle succeeded" 0 "$failed"
 check_patches "no patch left"
 check_eq "after every step, f and g returned the top patch's generation" 0 "$wrong"
+check_eq "after every step, the data was in the top patch's version" 0 "$wrong_data"
+check_eq "the data in version 0, no patch" "0 []" "$(nmi data_version)"
 check "every NMI raised landed and was handled" wait_until nmi_sent_all_landed
 thread_calls=$(nmi thread_calls)
 nmi_calls=$(nmi nmi_calls)
@@ -245,6 +315,11 @@ diag "NMIs raised: $(nmi nmis_sent); landed during an update: $in_update" \
 diag "updates refused because an NMI ran: $refused_nmi;" \
 	"refused otherwise: $refused_other"
 diag "inconsistencies: $inconsistent (last: $(nmi last_inconsistent))"
+rollbacks=$(($(nmi rollbacks) - rollbacks0))
+diag "hooks: $(nmi hook_calls)"
+diag "conversions: $(nmi conversions); updates rolled back: $rollbacks" \
+	"($(nmi rollbacks_old_calls) with an old function on converted data," \
+	"$(nmi old_converted) such calls)"
 check_eq "no caller saw two generations" 0 "$inconsistent"
 check "the threads called f and g" test "$thread_calls" -gt 0
 check "NMIs called f and g" test "$nmi_calls" -gt 0
@@ -256,6 +331,13 @@ else
 	not_ok "no kernel splat and no unclaimed NMI in the log"
 	diag "$bad_log"
 fi
+check "the stop hooks converted the data" modparam_positive kpatch_test_nmi conversions
+check_eq "every update an NMI made fail ran its undo hooks" "$refused_nmi" "$rollbacks"
+if [ "$STOP_KICK" -gt 0 ]; then
+	check "NMIs landed while a stop hook converted, and rolled the update back" \
+		modparam_positive kpatch_test_nmi rollbacks_old_calls
+fi
+data_violations
 
 # ---------------------------------------------------------- failure paths --
 
@@ -268,44 +350,66 @@ refused_by_nmi() {
 }
 
 # forced CMD...: with the hook armed, CMD fails with EBUSY, changes
-# nothing, and the log says why
+# nothing (the data included), its undo hooks ran, and the log says why
 forced() {
 	log_mark
 	_fo_n=$(nmi forced)
+	_fo_rb=$(nmi rollbacks)
+	_fo_old=$(nmi old_converted)
+	_fo_data=$(nmi data)
+	_fo_ver=$(nmi data_version)
 	expect_refused EBUSY "$@"
 	check_eq "the hook made an NMI land during the update" \
 		$((_fo_n + 1)) "$(nmi forced)"
 	refused_by_nmi "$1" "$2"
+	check_eq "the update was rolled back: its undo hooks ran" \
+		$((_fo_rb + 1)) "$(nmi rollbacks)"
+	check_eq "the data is byte-identical" "$_fo_data" "$(nmi data)"
+	check_eq "the data version and the stack of patches are unchanged" \
+		"$_fo_ver" "$(nmi data_version)"
+	if [ "$point" = updating ]; then
+		check_eq "the NMI landed before the data was converted" \
+			"$_fo_old" "$(nmi old_converted)"
+	else
+		check "the NMI's old f saw the data converted (or partly)" \
+			test "$(nmi old_converted)" -gt "$_fo_old"
+	fi
 }
 
-for point in updating published; do
+# shellcheck disable=SC2086
+for point in updating stop published; do
 	start_test "an NMI at $point"
 	log_mark
 	point_mark=$KP_MARK
 	nmi_set force_every 1
 	nmi_set force "$point"
-	forced patch P "$f" "$f1" "$g" "$g1"
+	forced patch P "$f" "$f1" "$g" "$g1" $h1
 	check_eq "f and g still unpatched" 0 "$(nmi generation)"
+	check_eq "the data still in version 0" "0 []" "$(nmi data_version)"
 
 	nmi_set force off
 	log_mark
-	expect_ok patch P "$f" "$f1" "$g" "$g1"
+	expect_ok patch P "$f" "$f1" "$g" "$g1" $h1
 	check_eq "without the NMI the patch applies: generation 1" 1 "$(nmi generation)"
+	check_eq "the data converted to version 1" "1 [1]" "$(nmi data_version)"
 
 	nmi_set force "$point"
-	forced patch Q "$f" "$f2" "$g" "$g2"
+	forced patch Q "$f" "$f2" "$g" "$g2" $h2
 	check_eq "stacking refused: generation still 1" 1 "$(nmi generation)"
-	forced replace Q "$f" "$f3" "$g" "$g3"
+	forced replace Q "$f" "$f3" "$g" "$g3" $h3
 	check_eq "replace refused: generation still 1" 1 "$(nmi generation)"
 	forced unpatch P
 	check_eq "unpatch refused, rolled back: generation still 1" 1 "$(nmi generation)"
+	check_eq "the data still in version 1" "1 [1]" "$(nmi data_version)"
 
 	nmi_set force off
 	expect_ok unpatch P
 	check_eq "unpatched: generation 0" 0 "$(nmi generation)"
+	check_eq "the data back in version 0" "0 []" "$(nmi data_version)"
 	check_patches "no patch left"
 	check_eq "no forced NMI failed to land" 0 "$(nmi force_timeouts)"
 	check_eq "no caller saw two generations" 0 "$(nmi inconsistent)"
+	data_violations
 	check_no_splat "$point_mark"
 done
 
@@ -336,6 +440,8 @@ straddled() {
 		nmi_set force straddle
 	fi
 	check_eq "f and g at generation $_sd_gen" "$_sd_gen" "$(nmi generation)"
+	check_eq "the data in version $_sd_gen" "$_sd_gen" \
+		"$(nmi data_version | awk '{ print $1 }')"
 }
 
 if [ "$STRADDLE" = 1 ]; then
@@ -344,10 +450,13 @@ if [ "$STRADDLE" = 1 ]; then
 	point_mark=$KP_MARK
 	nmi_set force_every 1
 	nmi_set force straddle
-	straddled 1 patch P "$f" "$f1" "$g" "$g1"
-	straddled 3 replace C "$f" "$f3" "$g" "$g3"
+	# shellcheck disable=SC2086
+	straddled 1 patch P "$f" "$f1" "$g" "$g1" $h1
+	# shellcheck disable=SC2086
+	straddled 3 replace C "$f" "$f3" "$g" "$g3" $h3
 	straddled 0 unpatch C
 	nmi_set force off
 	check_eq "no straddling NMI failed to land" 0 "$(nmi force_timeouts)"
+	data_violations
 	check_no_splat "$point_mark"
 fi

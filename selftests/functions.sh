@@ -565,13 +565,10 @@ check_patches() {
 	fi
 }
 
-# check_patches_any_order DESC [ERE...]: like check_patches, but the
-# lines may come in any order (the functions of one patch)
-check_patches_any_order() {
-	_cpa_desc=$1
-	shift
-	_cpa_actual=$(cat "$KP_PATCHES" 2>&1)
-	if printf '%s' "$_cpa_actual" | awk '
+# lines_any_order [ERE...]: true if the lines on stdin match the EREs one
+# to one, in any order (as many lines as EREs)
+lines_any_order() {
+	awk '
 		BEGIN { for (i = 1; i < ARGC; i++) { p[i] = ARGV[i]; ARGV[i] = "" }
 			n = ARGC - 1; bad = 0 }
 		{
@@ -581,7 +578,16 @@ check_patches_any_order() {
 			if (!hit)
 				bad = 1
 		}
-		END { exit (bad || NR != n) }' "$@"; then
+		END { exit (bad || NR != n) }' "$@"
+}
+
+# check_patches_any_order DESC [ERE...]: like check_patches, but the
+# lines may come in any order (the functions of one patch)
+check_patches_any_order() {
+	_cpa_desc=$1
+	shift
+	_cpa_actual=$(cat "$KP_PATCHES" 2>&1)
+	if printf '%s' "$_cpa_actual" | lines_any_order "$@"; then
 		ok "$_cpa_desc"
 	else
 		not_ok "$_cpa_desc"

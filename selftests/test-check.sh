@@ -92,17 +92,7 @@ check_result() {
 	shift 2
 	_cr_have=$(check_file)
 	if [ "$(printf '%s\n' "$_cr_have" | head -n 1)" = "$_cr_first" ] &&
-	   printf '%s\n' "$_cr_have" | tail -n +2 | awk '
-		BEGIN { for (i = 1; i < ARGC; i++) { p[i] = ARGV[i]; ARGV[i] = "" }
-			n = ARGC - 1; bad = 0 }
-		{
-			hit = 0
-			for (i = 1; i <= n; i++)
-				if (!used[i] && $0 ~ p[i]) { used[i] = 1; hit = 1; break }
-			if (!hit)
-				bad = 1
-		}
-		END { exit (bad || NR != n) }' "$@"; then
+	   printf '%s\n' "$_cr_have" | tail -n +2 | lines_any_order "$@"; then
 		ok "$_cr_desc"
 	else
 		not_ok "$_cr_desc"

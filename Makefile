@@ -72,19 +72,19 @@ clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) clean
 
 demo:
-	selftests/testbed.sh setup --demo
-	selftests/testbed.sh demo
+	selftests/harness/testbed.sh setup --demo
+	selftests/harness/testbed.sh demo
 
 check:
-	selftests/testbed.sh setup
-	selftests/testbed.sh run
+	selftests/harness/testbed.sh setup
+	selftests/harness/testbed.sh run
 
 lint:
-	selftests/testbed.sh setup
-	selftests/lint.sh
+	selftests/harness/testbed.sh setup
+	selftests/harness/lint.sh
 
 bench:
-	selftests/testbed.sh setup
-	selftests/testbed.sh bench
+	selftests/harness/testbed.sh setup
+	selftests/harness/testbed.sh bench
 
 .PHONY: all modules install install-devel uninstall clean demo check lint bench

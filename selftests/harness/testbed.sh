@@ -5,7 +5,7 @@
 # a throw-away QEMU guest (TCG, no KVM) with a Debian kernel and a busybox
 # initramfs holding kpatch.ko, the test modules and the guest test scripts.
 # A fourth kernel, the debug kernel (lockdep, KASAN, ...; *-kpatch-debug), is
-# built from Debian's linux-source-6.1 by selftests/debug-kernel.sh.
+# built from Debian's linux-source-6.1 by selftests/harness/debug-kernel.sh.
 #
 #   testbed.sh setup [--demo]     install packages, headers and guest kernels;
 #                                 --demo: only the demo's (Debian 12's 6.1)
@@ -46,7 +46,7 @@
 set -euo pipefail
 
 SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
-SRC=$(cd "$(dirname "$SELF")/.." && pwd -P)
+SRC=$(cd "$(dirname "$SELF")/../.." && pwd -P)
 CACHE=${KPATCH_CACHE:-/var/cache/kpatch-testbed}
 BUILDROOT=$CACHE/build
 TEST_TIMEOUT=${KPATCH_TEST_TIMEOUT:-1200}
@@ -372,7 +372,7 @@ setup_unstable() {
 	if [[ -d $scripts && ! -e $scripts/checker-valid.sh ]]; then
 		cat >"$scripts/checker-valid.sh" <<-'EOF'
 			#!/bin/sh
-			# Added by kpatch's selftests/testbed.sh (missing from the package).
+			# Added by kpatch's selftests/harness/testbed.sh (missing from the package).
 			f=$(mktemp --suffix=.c) || exit 1
 			echo 'int kpatch_checker_valid(void);' >"$f"
 			if out=$("$@" "$f" 2>&1) && [ -z "$out" ]; then echo 1; else echo 0; fi
@@ -466,7 +466,7 @@ cmd_setup() {
 		kernels+=$'\n'$(setup_unstable)
 		# The debug kernel: built (once per source version and config)
 		# from linux-source-6.1, see debug-kernel.sh.
-		kver=$(KPATCH_CACHE=$CACHE "$SRC/selftests/debug-kernel.sh") ||
+		kver=$(KPATCH_CACHE=$CACHE "$SRC/selftests/harness/debug-kernel.sh") ||
 			die "building the debug kernel failed"
 		ver=$(dpkg-query -W -f='${Version}' linux-source-6.1)
 		kernels+=$'\n'"$kver debug $ver"
@@ -716,7 +716,7 @@ make_initramfs() {
 	if ((EUID == 0)); then
 		mknod -m 600 "$root/dev/console" c 5 1
 	fi
-	install -m 755 "$SRC/selftests/guest-init.sh" "$root/init"
+	install -m 755 "$SRC/selftests/harness/guest-init.sh" "$root/init"
 	cp "$out/kpatch.ko" "$root/kpatch/"
 	if [[ -d $out/test_modules ]]; then
 		find "$out/test_modules" -name '*.ko' -exec cp {} "$root/kpatch/test_modules/" \;

@@ -1162,7 +1162,7 @@ static void judge(const struct buf *b, struct judgement *j)
 
 /*
  * What makes a kernel log line a splat for the scans: KP_SPLAT_RE in
- * functions.sh, SPLAT_RE in testbed.sh.
+ * splat.sh, here as fixed strings (keep the two in step).
  */
 static const char * const splat_patterns[] = {
 	"WARNING:", "BUG:", "kernel BUG", "Oops", "Kernel panic",

@@ -117,7 +117,7 @@ gate_shellcheck() {
 		"$SRC"/selftests/bench/bench.sh "$SRC"/selftests/bench/gen-funcs.sh \
 		"$SRC"/selftests/harness/debug-kernel.sh \
 		"$SRC"/.ci/run || fail "shellcheck (bash scripts)"
-	(cd "$SRC/selftests" && shellcheck -s sh -x functions.sh test-*.sh \
+	(cd "$SRC/selftests" && shellcheck -s sh -x functions.sh splat.sh test-*.sh \
 		demo.sh harness/guest-init.sh lockdown.sh bench/guest-bench.sh) ||
 		fail "shellcheck (guest scripts)"
 }

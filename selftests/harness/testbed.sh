@@ -75,20 +75,10 @@ SID_ROOT=$CACHE/chroot/$SID_SUITE
 # (CONFIG_MODULE_COMPRESS_XZ), for the test of make install (build_example).
 SID_PACKAGES=gcc,make,sparse,xz-utils
 
-# Console patterns that fail a kernel's run.  "WARNING:" only at the start of a
-# message: boot-time mitigation notices contain "... : WARNING: ..." too.
-SPLAT_RE='(^|\] )WARNING:|BUG:|kernel BUG|Oops|Kernel panic|general protection fault'
-SPLAT_RE+='|Unable to handle|RCU stall|detected stall|soft lockup|hard LOCKUP'
-SPLAT_RE+='|UBSAN:|KASAN:|blocked for more than'
-# The debug kernel's checkers (lockdep, PROVE_RCU, DEBUG_ATOMIC_SLEEP,
-# DEBUG_LIST).  Most reports also start with "WARNING:" or "BUG:"; lockdep
-# may switch itself off after its first report, and that must fail too.
-SPLAT_RE+='|possible circular locking|possible recursive locking|inconsistent lock state'
-SPLAT_RE+='|lock order detected|lock inversion|bad unlock balance|held lock freed'
-SPLAT_RE+='|Invalid wait context|suspicious RCU usage|sleeping function called'
-SPLAT_RE+='|scheduling while atomic|DEBUG_LOCKS_WARN_ON|non-static key|lockdep[ :]'
-SPLAT_RE+='|turning off the locking correctness validator|Disabling lock debugging'
-SPLAT_RE+='|list_(add|del) corruption'
+# KP_SPLAT_RE: the console lines that fail a kernel's run; the guest's
+# functions.sh checks each script's kernel log with the same file.
+# shellcheck source-path=SCRIPTDIR source=../splat.sh
+. "$SRC/selftests/splat.sh"
 
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C
 
@@ -734,7 +724,7 @@ make_initramfs() {
 	fi
 	# KPATCH_TESTS=NAME (e.g. concurrency) runs only selftests/test-NAME.sh
 	# lockdown.sh: the lockdown boot's script (see cmd_run)
-	for f in "$SRC"/selftests/functions.sh "$SRC"/selftests/test-${KPATCH_TESTS:-*}.sh "$SRC"/selftests/demo.sh \
+	for f in "$SRC"/selftests/{functions,splat}.sh "$SRC"/selftests/test-${KPATCH_TESTS:-*}.sh "$SRC"/selftests/demo.sh \
 		 "$SRC"/selftests/lockdown.sh; do
 		if [[ -e $f ]]; then cp "$f" "$root/kpatch/selftests/"; fi
 	done
@@ -857,7 +847,7 @@ diag() { # stdin as TAP diagnostics
 check_guest() {
 	local kver=$1 dir=$2 what=$3 tmo=$4 bad=0 splats
 	# (skip guest-init's own progress marks, they name the scripts)
-	splats=$(grep -av '^kpatch-testbed: ' "$dir/console.log" | grep -aE "$SPLAT_RE" || true)
+	splats=$(grep -av '^kpatch-testbed: ' "$dir/console.log" | grep -aE "$KP_SPLAT_RE" || true)
 	if [[ -n $splats ]]; then
 		tap_line "not ok" "$kver: kernel splat on the console"
 		head -n 20 <<<"$splats" | sed 's/^/# splat: /'

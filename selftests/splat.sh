@@ -22,3 +22,6 @@ KP_SPLAT_RE="$KP_SPLAT_RE|suspicious RCU usage|sleeping function called"
 KP_SPLAT_RE="$KP_SPLAT_RE|scheduling while atomic|DEBUG_LOCKS_WARN_ON|non-static key"
 KP_SPLAT_RE="$KP_SPLAT_RE|lockdep[ :]|turning off the locking correctness validator"
 KP_SPLAT_RE="$KP_SPLAT_RE|Disabling lock debugging|list_(add|del) corruption"
+# Exported: kpfuzz (test-fuzz.sh), which scans the kernel log itself,
+# takes the pattern from its environment.
+export KP_SPLAT_RE

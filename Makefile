@@ -12,6 +12,9 @@
 # make demo             show a live patch in a VM (installs what it needs:
 #                       only the demo's kernel)
 # make check            run the whole test suite in VMs on every test kernel
+# make check-quick      the edit-test loop: build, and QUICK_TESTS on the
+#                       demo's kernel only, no lockdown boot (README.md,
+#                       "Run the tests")
 # make lint             review gates: checkpatch, sparse, W=1, shellcheck
 # make bench            measure kpatch under icount in VMs on every test kernel
 # make clean
@@ -72,19 +75,30 @@ clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) clean
 
 demo:
-	selftests/testbed.sh setup --demo
-	selftests/testbed.sh demo
+	selftests/harness/testbed.sh setup --demo
+	selftests/harness/testbed.sh demo
 
 check:
-	selftests/testbed.sh setup
-	selftests/testbed.sh run
+	selftests/harness/testbed.sh setup
+	selftests/harness/testbed.sh run
+
+# The fastest scripts that cover the core: the module API, both redirect
+# paths, every refused command, replace, stacking, the stack check's
+# waits and busy functions.  Override to choose others:
+# make check-quick QUICK_TESTS='api nmi'.
+QUICK_TESTS ?= 00-taint api busy direct errors replace stacking waiting
+
+check-quick:
+	selftests/harness/testbed.sh setup --demo
+	KPATCH_TESTS='$(QUICK_TESTS)' selftests/harness/testbed.sh run demo
 
 lint:
-	selftests/testbed.sh setup
-	selftests/lint.sh
+	selftests/harness/testbed.sh setup
+	selftests/harness/lint.sh
 
 bench:
-	selftests/testbed.sh setup
-	selftests/testbed.sh bench
+	selftests/harness/testbed.sh setup
+	selftests/harness/testbed.sh bench
 
-.PHONY: all modules install install-devel uninstall clean demo check lint bench
+.PHONY: all modules install install-devel uninstall clean demo check check-quick \
+	lint bench

@@ -38,19 +38,10 @@ if [ ! -e "$TRACEFS/enabled_functions" ] &&
 fi
 TARGET_VALUES=/sys/module/kpatch_test_target/parameters/values
 
-# Kernel log lines that mean something went badly wrong (as the host
-# scans the console for).
-KP_SPLAT_RE='(^|\] )WARNING:|BUG:|kernel BUG|Oops|Kernel panic|general protection fault'
-KP_SPLAT_RE="$KP_SPLAT_RE|Unable to handle|RCU stall|detected stall|soft lockup"
-KP_SPLAT_RE="$KP_SPLAT_RE|hard LOCKUP|UBSAN:|KASAN:|blocked for more than"
-# the debug kernel's checkers (lockdep may switch itself off after a report)
-KP_SPLAT_RE="$KP_SPLAT_RE|possible circular locking|possible recursive locking"
-KP_SPLAT_RE="$KP_SPLAT_RE|inconsistent lock state|lock order detected|lock inversion"
-KP_SPLAT_RE="$KP_SPLAT_RE|bad unlock balance|held lock freed|Invalid wait context"
-KP_SPLAT_RE="$KP_SPLAT_RE|suspicious RCU usage|sleeping function called"
-KP_SPLAT_RE="$KP_SPLAT_RE|scheduling while atomic|DEBUG_LOCKS_WARN_ON|non-static key"
-KP_SPLAT_RE="$KP_SPLAT_RE|lockdep[ :]|turning off the locking correctness validator"
-KP_SPLAT_RE="$KP_SPLAT_RE|Disabling lock debugging|list_(add|del) corruption"
+# KP_SPLAT_RE: the kernel log lines that mean something went badly wrong,
+# the same pattern the host scans the console with.
+# shellcheck source-path=SCRIPTDIR source=splat.sh
+. "$KPATCH_SELFTESTS/splat.sh"
 
 # Test modules, in an order in which they can be unloaded.
 KP_TEST_MODULES="kpatch_example kpatch_test_hooks kpatch_test_shadow kpatch_test_sib"

@@ -70,6 +70,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <regex.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -1161,23 +1162,30 @@ static void judge(const struct buf *b, struct judgement *j)
 }
 
 /*
- * What makes a kernel log line a splat for the scans: KP_SPLAT_RE in
- * functions.sh, SPLAT_RE in testbed.sh.
+ * What makes a kernel log line a splat: KP_SPLAT_RE, the extended regex
+ * that splat.sh defines and exports for the test scripts (the host's
+ * console scan and functions.sh use the same), compiled at setup.
  */
-static const char * const splat_patterns[] = {
-	"WARNING:", "BUG:", "kernel BUG", "Oops", "Kernel panic",
-	"general protection fault", "Unable to handle", "RCU stall",
-	"detected stall", "soft lockup", "hard LOCKUP", "UBSAN:", "KASAN:",
-	"blocked for more than", "possible circular locking",
-	"possible recursive locking", "inconsistent lock state",
-	"lock order detected", "lock inversion", "bad unlock balance",
-	"held lock freed", "Invalid wait context", "suspicious RCU usage",
-	"sleeping function called", "scheduling while atomic",
-	"DEBUG_LOCKS_WARN_ON", "non-static key", "lockdep",
-	"turning off the locking correctness validator",
-	"Disabling lock debugging", "list_add corruption",
-	"list_del corruption",
-};
+static regex_t splat_re;
+
+static int splat_re_init(void)
+{
+	const char *re = getenv("KP_SPLAT_RE");
+	char msg[256];
+	int err;
+
+	if (!re || !*re) {
+		printf("# kpfuzz: KP_SPLAT_RE is not set (splat.sh exports it)\n");
+		return -1;
+	}
+	err = regcomp(&splat_re, re, REG_EXTENDED | REG_NOSUB);
+	if (err) {
+		regerror(err, &splat_re, msg, sizeof(msg));
+		printf("# kpfuzz: KP_SPLAT_RE: %s\n", msg);
+		return -1;
+	}
+	return 0;
+}
 
 /*
  * Pieces of those patterns that kpatch's log lines must not contain: the
@@ -2380,7 +2388,6 @@ static unsigned int kmsg_drain(void)
 {
 	char rec[8192], *msg;
 	unsigned int nkp = 0;
-	size_t i;
 	ssize_t n;
 
 	if (kmsg_fd < 0)
@@ -2404,13 +2411,8 @@ static unsigned int kmsg_drain(void)
 		msg[strcspn(msg, "\n")] = '\0';
 		if (!strncmp(msg, "kpatch: ", 8))
 			nkp++;
-		for (i = 0; i < ARRAY_SIZE(splat_patterns); i++) {
-			if (strstr(msg, splat_patterns[i])) {
-				if (nsplats++ < 20)
-					printf("# kpfuzz: kernel log: %s\n", msg);
-				break;
-			}
-		}
+		if (!regexec(&splat_re, msg, 0, NULL, 0) && nsplats++ < 20)
+			printf("# kpfuzz: kernel log: %s\n", msg);
 	}
 	return nkp;
 }
@@ -3623,6 +3625,8 @@ static int setup(void)
 		printf("# kpfuzz: open %s: %s\n", CONTROL, errname(errno));
 		return -1;
 	}
+	if (splat_re_init())
+		return -1;
 	kmsg_open();
 	if (kmsg_fd < 0)
 		printf("# kpfuzz: cannot read /dev/kmsg\n");

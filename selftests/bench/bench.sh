@@ -23,7 +23,7 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd -P)
-TESTBED=$SRC/selftests/testbed.sh
+TESTBED=$SRC/selftests/harness/testbed.sh
 CACHE=${KPATCH_CACHE:-/var/cache/kpatch-testbed}
 OUT=$CACHE/bench
 NFUNCS=${KPATCH_BENCH_FUNCS:-1000}

@@ -5,7 +5,7 @@
 # a throw-away QEMU guest (TCG, no KVM) with a Debian kernel and a busybox
 # initramfs holding kpatch.ko, the test modules and the guest test scripts.
 # A fourth kernel, the debug kernel (lockdep, KASAN, ...; *-kpatch-debug), is
-# built from Debian's linux-source-6.1 by selftests/debug-kernel.sh.
+# built from Debian's linux-source-6.1 by selftests/harness/debug-kernel.sh.
 #
 #   testbed.sh setup [--demo]     install packages, headers and guest kernels;
 #                                 --demo: only the demo's (Debian 12's 6.1)
@@ -13,8 +13,9 @@
 #                                 and the guest helpers (selftests/*.c) for KVER;
 #                                 `make install` it into OUTDIR/stage and build
 #                                 selftests/example against that
-#   testbed.sh run [KVER...]      build + boot + test (default: all kernels),
-#                                 then a second boot with lockdown=integrity
+#   testbed.sh run [KVER...]      build + boot + test (default: all kernels;
+#                                 KVER "demo": the demo's kernel), then a
+#                                 second boot with lockdown=integrity
 #                                 that runs selftests/lockdown.sh; TAP on
 #                                 stdout, and on stderr a line per test
 #                                 script as it finishes, with its counts
@@ -31,8 +32,13 @@
 #                        for the debug kernel)
 #   KPATCH_LOCKDOWN_TIMEOUT  seconds for the lockdown boot (default 300;
 #                        600 for the debug kernel)
-#   KPATCH_TESTS         NAME: only selftests/test-NAME.sh, and no lockdown
-#                        boot; "lockdown": only the lockdown boot
+#   KPATCH_TESTS         words, each a NAME or glob: only the scripts
+#                        selftests/test-NAME.sh, and no lockdown boot unless
+#                        a word is "lockdown" (which alone: only the
+#                        lockdown boot); e.g. KPATCH_TESTS='api direct'.
+#                        `make check-quick` (the edit-test loop) runs a set
+#                        of the fastest core tests this way, on the demo's
+#                        kernel (see the Makefile)
 #   KPATCH_DEMO_TIMEOUT  seconds for `demo` (default 180)
 #
 # A setup refuses to start while another command uses the cache, and the
@@ -46,7 +52,7 @@
 set -euo pipefail
 
 SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
-SRC=$(cd "$(dirname "$SELF")/.." && pwd -P)
+SRC=$(cd "$(dirname "$SELF")/../.." && pwd -P)
 CACHE=${KPATCH_CACHE:-/var/cache/kpatch-testbed}
 BUILDROOT=$CACHE/build
 TEST_TIMEOUT=${KPATCH_TEST_TIMEOUT:-1200}
@@ -75,20 +81,10 @@ SID_ROOT=$CACHE/chroot/$SID_SUITE
 # (CONFIG_MODULE_COMPRESS_XZ), for the test of make install (build_example).
 SID_PACKAGES=gcc,make,sparse,xz-utils
 
-# Console patterns that fail a kernel's run.  "WARNING:" only at the start of a
-# message: boot-time mitigation notices contain "... : WARNING: ..." too.
-SPLAT_RE='(^|\] )WARNING:|BUG:|kernel BUG|Oops|Kernel panic|general protection fault'
-SPLAT_RE+='|Unable to handle|RCU stall|detected stall|soft lockup|hard LOCKUP'
-SPLAT_RE+='|UBSAN:|KASAN:|blocked for more than'
-# The debug kernel's checkers (lockdep, PROVE_RCU, DEBUG_ATOMIC_SLEEP,
-# DEBUG_LIST).  Most reports also start with "WARNING:" or "BUG:"; lockdep
-# may switch itself off after its first report, and that must fail too.
-SPLAT_RE+='|possible circular locking|possible recursive locking|inconsistent lock state'
-SPLAT_RE+='|lock order detected|lock inversion|bad unlock balance|held lock freed'
-SPLAT_RE+='|Invalid wait context|suspicious RCU usage|sleeping function called'
-SPLAT_RE+='|scheduling while atomic|DEBUG_LOCKS_WARN_ON|non-static key|lockdep[ :]'
-SPLAT_RE+='|turning off the locking correctness validator|Disabling lock debugging'
-SPLAT_RE+='|list_(add|del) corruption'
+# KP_SPLAT_RE: the console lines that fail a kernel's run; the guest's
+# functions.sh checks each script's kernel log with the same file.
+# shellcheck source-path=SCRIPTDIR source=../splat.sh
+. "$SRC/selftests/splat.sh"
 
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C
 
@@ -372,7 +368,7 @@ setup_unstable() {
 	if [[ -d $scripts && ! -e $scripts/checker-valid.sh ]]; then
 		cat >"$scripts/checker-valid.sh" <<-'EOF'
 			#!/bin/sh
-			# Added by kpatch's selftests/testbed.sh (missing from the package).
+			# Added by kpatch's selftests/harness/testbed.sh (missing from the package).
 			f=$(mktemp --suffix=.c) || exit 1
 			echo 'int kpatch_checker_valid(void);' >"$f"
 			if out=$("$@" "$f" 2>&1) && [ -z "$out" ]; then echo 1; else echo 0; fi
@@ -466,7 +462,7 @@ cmd_setup() {
 		kernels+=$'\n'$(setup_unstable)
 		# The debug kernel: built (once per source version and config)
 		# from linux-source-6.1, see debug-kernel.sh.
-		kver=$(KPATCH_CACHE=$CACHE "$SRC/selftests/debug-kernel.sh") ||
+		kver=$(KPATCH_CACHE=$CACHE "$SRC/selftests/harness/debug-kernel.sh") ||
 			die "building the debug kernel failed"
 		ver=$(dpkg-query -W -f='${Version}' linux-source-6.1)
 		kernels+=$'\n'"$kver debug $ver"
@@ -716,7 +712,7 @@ make_initramfs() {
 	if ((EUID == 0)); then
 		mknod -m 600 "$root/dev/console" c 5 1
 	fi
-	install -m 755 "$SRC/selftests/guest-init.sh" "$root/init"
+	install -m 755 "$SRC/selftests/harness/guest-init.sh" "$root/init"
 	cp "$out/kpatch.ko" "$root/kpatch/"
 	if [[ -d $out/test_modules ]]; then
 		find "$out/test_modules" -name '*.ko' -exec cp {} "$root/kpatch/test_modules/" \;
@@ -732,12 +728,14 @@ make_initramfs() {
 		find "$out/hooks/test_modules" -name '*.ko' \
 			-exec cp {} "$root/kpatch/hooks/test_modules/" \;
 	fi
-	# KPATCH_TESTS=NAME (e.g. concurrency) runs only selftests/test-NAME.sh
-	# lockdown.sh: the lockdown boot's script (see cmd_run)
-	for f in "$SRC"/selftests/functions.sh "$SRC"/selftests/test-${KPATCH_TESTS:-*}.sh "$SRC"/selftests/demo.sh \
-		 "$SRC"/selftests/lockdown.sh; do
-		if [[ -e $f ]]; then cp "$f" "$root/kpatch/selftests/"; fi
+	# The test scripts that KPATCH_TESTS selects (test_scripts); lockdown.sh:
+	# the lockdown boot's script (see cmd_run)
+	for f in "$SRC"/selftests/{functions,splat,demo,lockdown}.sh; do
+		cp "$f" "$root/kpatch/selftests/"
 	done
+	while IFS= read -r f; do
+		cp "$f" "$root/kpatch/selftests/"
+	done < <(test_scripts)
 	if [[ -d $out/bin ]]; then cp "$out"/bin/* "$root/bin/"; fi
 	(cd "$root" && find . -print0 | sort -z |
 		cpio --null -o -H newc --owner=0:0 --quiet) | gzip -6 >"$out/initramfs.gz"
@@ -857,7 +855,7 @@ diag() { # stdin as TAP diagnostics
 check_guest() {
 	local kver=$1 dir=$2 what=$3 tmo=$4 bad=0 splats
 	# (skip guest-init's own progress marks, they name the scripts)
-	splats=$(grep -av '^kpatch-testbed: ' "$dir/console.log" | grep -aE "$SPLAT_RE" || true)
+	splats=$(grep -av '^kpatch-testbed: ' "$dir/console.log" | grep -aE "$KP_SPLAT_RE" || true)
 	if [[ -n $splats ]]; then
 		tap_line "not ok" "$kver: kernel splat on the console"
 		head -n 20 <<<"$splats" | sed 's/^/# splat: /'
@@ -961,20 +959,43 @@ lockdown_boot() {
 	log "$kver: lockdown guest ran ${BOOT_SECS}s"
 }
 
+# KPATCH_TESTS, split into words: "lockdown" selects the lockdown boot, any
+# other word the scripts selftests/test-WORD.sh (a name or a glob).  Unset
+# or empty: every script and the lockdown boot.
+read -ra TEST_WORDS <<<"${KPATCH_TESTS:-}"
+TEST_GLOBS=() WANT_LOCKDOWN=0
+if ((${#TEST_WORDS[@]} == 0)); then TEST_GLOBS=('*') WANT_LOCKDOWN=1; fi
+for w in "${TEST_WORDS[@]}"; do
+	if [[ $w == lockdown ]]; then WANT_LOCKDOWN=1; else TEST_GLOBS+=("$w"); fi
+done
+unset w
+
+# test_scripts: the selected test scripts, sorted, each once.  A word that
+# selects none fails, so that a misspelt name does not pass by testing
+# nothing (cmd_run calls this first outside a command substitution).
+test_scripts() {
+	local g f found
+	local -A seen=()
+	for g in "${TEST_GLOBS[@]}"; do
+		found=0
+		for f in "$SRC"/selftests/test-$g.sh; do
+			[[ -e $f ]] || continue
+			found=1
+			seen[$f]=1
+		done
+		((found)) || die "KPATCH_TESTS: no $SRC/selftests/test-$g.sh"
+	done
+	if ((${#seen[@]})); then printf '%s\n' "${!seen[@]}" | sort; fi
+}
+
 # count_tests: the test scripts that make_initramfs puts in the guest
 count_tests() {
-	local f n=0
-	for f in "$SRC"/selftests/test-${KPATCH_TESTS:-*}.sh; do
-		if [[ -e $f ]]; then n=$((n + 1)); fi
-	done
-	echo "$n"
+	test_scripts | wc -l
 }
 
 cmd_run() {
 	local kernels=("$@") kver rc=0
-	if [[ -n ${KPATCH_TESTS:-} && $KPATCH_TESTS != lockdown ]] && (($(count_tests) == 0)); then
-		die "KPATCH_TESTS=$KPATCH_TESTS: no $SRC/selftests/test-$KPATCH_TESTS.sh"
-	fi
+	test_scripts >/dev/null
 	lock_cache
 	if ((${#kernels[@]} == 0)); then
 		local list
@@ -982,6 +1003,7 @@ cmd_run() {
 		mapfile -t kernels <<<"$list"
 	fi
 	for kver in "${kernels[@]}"; do
+		if [[ $kver == demo ]]; then kver=$(demo_kernel); fi
 		TAPN=0
 		echo "# kernel $kver"
 		if ! build_for "$kver"; then
@@ -997,13 +1019,13 @@ cmd_run() {
 		if is_debug_kernel "$kver"; then
 			tmo=${KPATCH_TEST_TIMEOUT:-2400} ltmo=${KPATCH_LOCKDOWN_TIMEOUT:-600}
 		fi
-		if [[ ${KPATCH_TESTS:-} != lockdown ]]; then
+		if ((${#TEST_GLOBS[@]})); then
 			PROGRESS=$kver PROGRESS_TOTAL=$(count_tests)
 			make_and_boot "$kver" test "$tmo"
 			results_to_tap "$dir/results.log"
 			check_guest "$kver" "$dir" "the tests" "$tmo" || rc=1
 		fi
-		if [[ -z ${KPATCH_TESTS:-} || $KPATCH_TESTS == lockdown ]]; then
+		if ((WANT_LOCKDOWN)); then
 			PROGRESS="$kver (lockdown)" PROGRESS_TOTAL=1
 			lockdown_boot "$kver" "$ltmo"
 			results_to_tap "$dir/lockdown/results.log"

@@ -7,9 +7,9 @@
 #     kpatch.h, the test modules, the example patch module and the guest
 #     helpers (selftests/*.c)
 #   sparse (make C=2) and W=1 builds of kpatch.ko, the test modules and the
-#     example patch module, on
-#     every kernel of the test bed (selftests/testbed.sh setup lists them;
-#     the newest is built in its Debian unstable chroot, which has sparse)
+#     example patch module, on every kernel of the test bed
+#     (selftests/harness/testbed.sh setup lists them; the newest is built
+#     in its Debian unstable chroot, which has sparse)
 #   ShellCheck on every shell script
 #   one version string in kpatch.c, dkms.conf, README.md, Documentation.txt
 #     and the example's Makefile
@@ -18,7 +18,7 @@
 
 set -euo pipefail
 
-SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CACHE=${KPATCH_CACHE:-/var/cache/kpatch-testbed}
 failures=0
 
@@ -77,7 +77,7 @@ gate_checkpatch() {
 # newest kernel's, from Debian unstable).
 build_gate() {
 	local kver=$1 flags=$2 hooks=${3:-0} dir out
-	local kmake=("$SRC/selftests/testbed.sh" kmake "$1")
+	local kmake=("$SRC/selftests/harness/testbed.sh" kmake "$1")
 	dir=$(mktemp -d)
 	cp "$SRC"/{kpatch.c,kpatch.h,Kbuild} "$dir/"
 	cp -r "$SRC"/selftests/test_modules "$SRC"/selftests/example "$dir/"
@@ -113,12 +113,12 @@ gate_builds() {
 
 gate_shellcheck() {
 	need shellcheck
-	shellcheck -x "$SRC"/selftests/testbed.sh "$SRC"/selftests/lint.sh \
+	shellcheck -x "$SRC"/selftests/harness/testbed.sh "$SRC"/selftests/harness/lint.sh \
 		"$SRC"/selftests/bench/bench.sh "$SRC"/selftests/bench/gen-funcs.sh \
-		"$SRC"/selftests/debug-kernel.sh \
+		"$SRC"/selftests/harness/debug-kernel.sh \
 		"$SRC"/.ci/run || fail "shellcheck (bash scripts)"
-	(cd "$SRC/selftests" && shellcheck -s sh -x functions.sh test-*.sh \
-		demo.sh guest-init.sh lockdown.sh bench/guest-bench.sh) ||
+	(cd "$SRC/selftests" && shellcheck -s sh -x functions.sh splat.sh test-*.sh \
+		demo.sh harness/guest-init.sh lockdown.sh bench/guest-bench.sh) ||
 		fail "shellcheck (guest scripts)"
 }
 

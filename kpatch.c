@@ -110,6 +110,107 @@
 #error "kpatch needs CONFIG_TRACEPOINTS to follow exiting tasks"
 #endif
 
+/*
+ * What differs between the kernels kpatch builds for, in one place, so
+ * that the code below reads the same on all of them.  Kbuild tells two
+ * differences from the headers (KPATCH_FTRACE_DIRECT_MULTI,
+ * KPATCH_EXIT_GROUP_DEAD); Documentation.txt lists which kernel has what.
+ */
+
+/* Set the return address of an ftrace call: the redirect itself. */
+#ifdef ftrace_regs_set_instruction_pointer
+#define kpatch_set_ip(fregs, addr) ftrace_regs_set_instruction_pointer(fregs, addr)
+#elif defined(CONFIG_DYNAMIC_FTRACE_WITH_ARGS)
+#define kpatch_set_ip(fregs, addr) ftrace_instruction_pointer_set(fregs, addr)
+#else
+/* Only full pt_regs are saved (KPATCH_FOPS_FLAGS asks for them). */
+#define kpatch_set_ip(fregs, addr) (ftrace_get_regs(fregs)->ip = (addr))
+#endif
+
+#ifdef CONFIG_DYNAMIC_FTRACE_WITH_ARGS
+#define KPATCH_FOPS_FLAGS	(FTRACE_OPS_FL_IPMODIFY | FTRACE_OPS_FL_PERMANENT)
+#else
+#define KPATCH_FOPS_FLAGS	(FTRACE_OPS_FL_IPMODIFY | FTRACE_OPS_FL_PERMANENT | \
+				 FTRACE_OPS_FL_SAVE_REGS)
+#endif
+
+/*
+ * The executable memory of @mod: its core text, or with @init its init
+ * text.  Module memory is either split by type or one layout per lifetime.
+ */
+static void kpatch_mod_text(const struct module *mod, bool init,
+			    unsigned long *start, unsigned long *end)
+{
+#ifdef for_each_mod_mem_type
+	const struct module_memory *mem = &mod->mem[init ? MOD_INIT_TEXT :
+							    MOD_TEXT];
+
+	*start = (unsigned long)mem->base;
+	*end = *start + mem->size;
+#else
+	const struct module_layout *layout = init ? &mod->init_layout :
+						    &mod->core_layout;
+
+	*start = (unsigned long)layout->base;
+	*end = *start + layout->text_size;
+#endif
+}
+
+/* The sched_process_exit probe's arguments after the tracepoint's data. */
+#ifdef KPATCH_EXIT_GROUP_DEAD
+#define KPATCH_EXIT_PROBE_ARGS	struct task_struct *task, bool group_dead
+#else
+#define KPATCH_EXIT_PROBE_ARGS	struct task_struct *task
+#endif
+
+/*
+ * Is there an ENDBR at @addr: a live one, or with @sealed_too also the
+ * kernel's sealed replacement?  The test of is_endbr(), open-coded: it is
+ * not exported everywhere, and takes the instruction on some kernels, a
+ * pointer on others; gen_endbr() and gen_endbr_poison() are inline.
+ * Without IBT there is none, and ENDBR_INSN_SIZE is 0.
+ */
+#ifdef CONFIG_X86_KERNEL_IBT
+static bool kpatch_endbr(unsigned long addr, bool sealed_too)
+{
+	u32 insn;
+
+	if (copy_from_kernel_nofault(&insn, (void *)addr, sizeof(insn)))
+		return false;
+	if ((insn & ~0x01000000U) == gen_endbr())	/* ENDBR32 -> ENDBR64 */
+		return sealed_too || insn == gen_endbr();
+	return sealed_too && insn == gen_endbr_poison();
+}
+#else
+static bool kpatch_endbr(unsigned long addr, bool sealed_too)
+{
+	return false;
+}
+#endif
+
+/* Call depth accounting in a trampoline, where the kernel tracks it. */
+#ifndef CALL_DEPTH_ACCOUNT
+#define CALL_DEPTH_ACCOUNT ""
+#endif
+
+/*
+ * The ftrace_ops-based direct-call API, and whether kpatch must keep one
+ * direct call registered from load to unload (see kpatch_direct_anchor()).
+ */
+#ifdef KPATCH_FTRACE_DIRECT_MULTI
+#define kpatch_direct_ops_register(ops) \
+	register_ftrace_direct_multi(ops, (unsigned long)kpatch_direct_tramp)
+#define kpatch_direct_ops_unregister(ops) \
+	unregister_ftrace_direct_multi(ops, (unsigned long)kpatch_direct_tramp)
+#define KPATCH_DIRECT_ANCHOR	1
+#else
+#define kpatch_direct_ops_register(ops) \
+	register_ftrace_direct(ops, (unsigned long)kpatch_direct_tramp)
+#define kpatch_direct_ops_unregister(ops) \
+	unregister_ftrace_direct(ops, (unsigned long)kpatch_direct_tramp, false)
+#define KPATCH_DIRECT_ANCHOR	0
+#endif
+
 /* Longest patch name, and longest command accepted by the control file. */
 #define KPATCH_NAME_MAX		63
 #define KPATCH_CMD_MAX		4096
@@ -612,19 +713,7 @@ kpatch_module_text_range(struct module *mod, bool init)
 {
 	struct kpatch_range r;
 
-/* 6.4 split module memory by type (6.12, 7.x here); 6.1 has one layout. */
-#ifdef for_each_mod_mem_type
-	struct module_memory *mem = &mod->mem[init ? MOD_INIT_TEXT : MOD_TEXT];
-
-	r.start = (unsigned long)mem->base;
-	r.end = r.start + mem->size;
-#else
-	struct module_layout *layout = init ? &mod->init_layout :
-					      &mod->core_layout;
-
-	r.start = (unsigned long)layout->base;
-	r.end = r.start + layout->text_size;
-#endif
+	kpatch_mod_text(mod, init, &r.start, &r.end);
 	return r;
 }
 
@@ -917,9 +1006,8 @@ static int kpatch_check_task(struct task_struct *task,
  *    walk stops.
  * 3. Each time __schedule() takes a task off a CPU (prev != next) it
  *    increments prev->nvcsw (the task blocked) or prev->nivcsw (it was
- *    preempted, or switched out while running); that is so in 6.1, 6.12
- *    and 7.x alike.  No other path switches a task out, and the counts
- *    never go down.
+ *    preempted, or switched out while running).  No other path switches
+ *    a task out, and the counts never go down.
  * 4. In the callback every online CPU runs its stopper thread, so no other
  *    task is on a CPU: a task that ran at any time after its pre-walk has
  *    been switched out since, and its count is higher.  An equal count
@@ -1161,12 +1249,7 @@ static mempool_t *kpatch_exiting_pool;
 static bool kpatch_exiting_lost;
 
 /* sched_process_exit: @task is current, still on the task list. */
-#ifdef KPATCH_EXIT_GROUP_DEAD
-static void kpatch_exit_probe(void *data, struct task_struct *task,
-			      bool group_dead)
-#else
-static void kpatch_exit_probe(void *data, struct task_struct *task)
-#endif
+static void kpatch_exit_probe(void *data, KPATCH_EXIT_PROBE_ARGS)
 {
 	struct kpatch_exiting *e;
 	unsigned long flags;
@@ -1341,17 +1424,6 @@ static int notrace kpatch_state_finish(int state, unsigned long ip)
 	return state;
 }
 
-#ifdef ftrace_regs_set_instruction_pointer
-/* Newer kernels (6.12, 7.x here): ftrace_regs is opaque, use accessors. */
-#define kpatch_set_ip(fregs, addr) ftrace_regs_set_instruction_pointer(fregs, addr)
-#elif defined(CONFIG_DYNAMIC_FTRACE_WITH_ARGS)
-/* 6.1: the same accessor under its older name. */
-#define kpatch_set_ip(fregs, addr) ftrace_instruction_pointer_set(fregs, addr)
-#else
-/* Only full pt_regs are saved (FTRACE_OPS_FL_SAVE_REGS below). */
-#define kpatch_set_ip(fregs, addr) (ftrace_get_regs(fregs)->ip = (addr))
-#endif
-
 /*
  * The slow path of both redirects, for a call of the site at @ip whose
  * target said KPATCH_TARGET_SLOW: the seed's state machine.  Returns the
@@ -1473,9 +1545,7 @@ asm(".pushsection .text, \"ax\", @progbits\n"
 "	.type	kpatch_direct_tramp, @function\n"
 "kpatch_direct_tramp:\n"
 	ASM_ENDBR
-#ifdef CALL_DEPTH_ACCOUNT
 	CALL_DEPTH_ACCOUNT "\n"
-#endif
 "	movq	(%rsp), %r11\n"
 "	imull	$" KPATCH_STR(KPATCH_DIRECT_MUL) ", %r11d, %r10d\n"
 "	shrl	$(32 - " KPATCH_STR(KPATCH_DIRECT_BITS) "), %r10d\n"
@@ -1517,15 +1587,14 @@ asm(".pushsection .text, \"ax\", @progbits\n"
 "	.popsection\n"
 );
 
-#ifdef KPATCH_FTRACE_DIRECT_MULTI
 /*
- * Before 6.5 (6.1 here, see Kbuild) the calls have _multi names, and
- * ftrace waits for an RCU-tasks grace period whenever it registers a
- * direct call while it has none.  kpatch keeps one, on
- * kpatch_direct_anchor() (never called), from load to unload.  (6.1 also
- * has calls that set up one direct call at a time without a grace period,
- * but they corrupt ftrace's state when memory runs out while one is
- * dropped, which the debug kernel's fault injection showed.)
+ * Where ftrace waits for an RCU-tasks grace period whenever it registers a
+ * direct call while it has none (KPATCH_DIRECT_ANCHOR), kpatch keeps one,
+ * on kpatch_direct_anchor() (never called), from load to unload, so that
+ * an update does not wait.  The calls that set up one direct call at a
+ * time without a grace period are not used: they corrupt ftrace's state
+ * when memory runs out while one is dropped.  Where no anchor is needed,
+ * the compiler drops all of it.
  */
 static noinline void kpatch_direct_anchor(void)
 {
@@ -1534,17 +1603,31 @@ static noinline void kpatch_direct_anchor(void)
 
 static struct ftrace_ops kpatch_direct_anchor_ops;
 
-#define kpatch_direct_ops_register(ops) \
-	register_ftrace_direct_multi(ops, (unsigned long)kpatch_direct_tramp)
-#define kpatch_direct_ops_unregister(ops) \
-	unregister_ftrace_direct_multi(ops, (unsigned long)kpatch_direct_tramp)
-#else
-/* 6.12, 7.x here.  The filter is freed with the group, as on 6.1. */
-#define kpatch_direct_ops_register(ops) \
-	register_ftrace_direct(ops, (unsigned long)kpatch_direct_tramp)
-#define kpatch_direct_ops_unregister(ops) \
-	unregister_ftrace_direct(ops, (unsigned long)kpatch_direct_tramp, false)
-#endif
+static int kpatch_direct_anchor_set(void)
+{
+	int ret;
+
+	if (!KPATCH_DIRECT_ANCHOR)
+		return 0;
+	ret = ftrace_set_filter_ip(&kpatch_direct_anchor_ops,
+				   (unsigned long)kpatch_direct_anchor, 0, 1);
+	if (!ret)
+		ret = kpatch_direct_ops_register(&kpatch_direct_anchor_ops);
+	if (ret) {
+		ftrace_free_filter(&kpatch_direct_anchor_ops);
+		pr_err("cannot set up the direct call anchor (%d)\n", ret);
+	}
+	return ret;
+}
+
+/* Drop the anchor; waits for an RCU-tasks grace period. */
+static void kpatch_direct_unanchor(void)
+{
+	if (!KPATCH_DIRECT_ANCHOR)
+		return;
+	kpatch_direct_ops_unregister(&kpatch_direct_anchor_ops);
+	ftrace_free_filter(&kpatch_direct_anchor_ops);
+}
 
 /* Set up the direct calls of the new group @grp, for @ips[@n]. */
 static int kpatch_group_register(struct kpatch_group *grp, unsigned long *ips,
@@ -1594,21 +1677,7 @@ static noinline void kpatch_ftrace_anchor(void)
  */
 static unsigned long kpatch_ftrace_ip(unsigned long addr)
 {
-#ifdef CONFIG_X86_KERNEL_IBT
-	u32 insn;
-
-	/*
-	 * The test of is_endbr(), open-coded: 6.1 and 6.12 have it inline
-	 * taking the instruction, newer kernels (7.x here) take a pointer and
-	 * do not export it.  gen_endbr() and gen_endbr_poison() are inline
-	 * in all of them.
-	 */
-	if (!copy_from_kernel_nofault(&insn, (void *)addr, sizeof(insn)) &&
-	    (insn == gen_endbr_poison() ||
-	     (insn & ~0x01000000U) == gen_endbr()))	/* ENDBR32 -> ENDBR64 */
-		return addr + ENDBR_INSN_SIZE;
-#endif
-	return addr;
+	return kpatch_endbr(addr, true) ? addr + ENDBR_INSN_SIZE : addr;
 }
 
 /*
@@ -1856,6 +1925,15 @@ static int kpatch_direct_add(unsigned long *ips, struct module **mods,
 static void kpatch_group_put(struct kpatch_site *site)
 {
 }
+
+static int kpatch_direct_anchor_set(void)
+{
+	return 0;
+}
+
+static void kpatch_direct_unanchor(void)
+{
+}
 #endif /* CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS */
 
 /* Make an ftrace_ops site for the call site @ip of a function in @mod. */
@@ -1872,10 +1950,7 @@ static int kpatch_fops_add(unsigned long ip, struct module *mod)
 		goto err_free;
 	}
 	fops->ops.func = kpatch_ftrace_handler;
-	fops->ops.flags = FTRACE_OPS_FL_IPMODIFY | FTRACE_OPS_FL_PERMANENT;
-#ifndef CONFIG_DYNAMIC_FTRACE_WITH_ARGS
-	fops->ops.flags |= FTRACE_OPS_FL_SAVE_REGS;
-#endif
+	fops->ops.flags = KPATCH_FOPS_FLAGS;
 	ret = ftrace_set_filter_ip(&fops->ops, ip, 0, 0);
 	if (!ret)
 		ret = register_ftrace_function(&fops->ops);
@@ -2258,14 +2333,7 @@ static int kpatch_resolve_func(struct kpatch_module *kpmod, int i)
  */
 static bool kpatch_callable(unsigned long addr)
 {
-#ifdef CONFIG_X86_KERNEL_IBT
-	u32 insn;
-
-	return !copy_from_kernel_nofault(&insn, (void *)addr, sizeof(insn)) &&
-	       insn == gen_endbr();
-#else
-	return true;
-#endif
+	return !IS_ENABLED(CONFIG_X86_KERNEL_IBT) || kpatch_endbr(addr, false);
 }
 
 /*
@@ -3636,37 +3704,6 @@ DEFINE_SHOW_ATTRIBUTE(kpatch_check);
 /* ------------------------------------------------------------------------
  * init and exit
  */
-
-/* Before 6.5: the direct call of kpatch_direct_anchor(), see there. */
-static int kpatch_direct_anchor_set(void)
-{
-#if defined(CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS) && \
-	defined(KPATCH_FTRACE_DIRECT_MULTI)
-	int ret;
-
-	ret = ftrace_set_filter_ip(&kpatch_direct_anchor_ops,
-				   (unsigned long)kpatch_direct_anchor, 0, 1);
-	if (!ret)
-		ret = kpatch_direct_ops_register(&kpatch_direct_anchor_ops);
-	if (ret) {
-		ftrace_free_filter(&kpatch_direct_anchor_ops);
-		pr_err("cannot set up the direct call anchor (%d)\n", ret);
-	}
-	return ret;
-#else
-	return 0;
-#endif
-}
-
-/* Drop the anchor of kpatch_init(); waits for an RCU-tasks grace period. */
-static void kpatch_direct_unanchor(void)
-{
-#if defined(CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS) && \
-	defined(KPATCH_FTRACE_DIRECT_MULTI)
-	kpatch_direct_ops_unregister(&kpatch_direct_anchor_ops);
-	ftrace_free_filter(&kpatch_direct_anchor_ops);
-#endif
-}
 
 /* The tracepoints of "Exiting tasks", registered from load to unload. */
 static struct kpatch_tp {

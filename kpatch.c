@@ -566,32 +566,55 @@ struct kpatch_seen {
  * One update, as handed to the stop_machine() callback.  Everything in it
  * is prepared beforehand; the callback only checks stacks and relinks.
  */
+/*
+ * One update, on the stack of kpatch_enable() or kpatch_disable().  Its
+ * members have three lifetimes, and each group says who owns it:
+ *
+ *  - the request, set by the caller for the whole update (every try);
+ *  - one try's arrays, allocated by kpatch_try() or kpatch_dry_run() and
+ *    freed before it returns, on success and on every failure;
+ *  - what the stop_machine() callback writes during one try, for the
+ *    caller to read after it.
+ */
 struct kpatch_update {
+	/* The request.  The caller owns the patches (see kpatch_enable()). */
 	const char *verb;		/* "patch", "replace" or "unpatch" */
 	struct kpatch_module *add;	/* patch to publish, or NULL */
 	struct kpatch_module *remove;	/* patch to take out, or NULL */
 	bool replace;			/* also take out every other patch */
-	struct kpatch_check *check;	/* dry run: what it found; or NULL */
+	struct kpatch_check *check;	/* dry run: the caller's; or NULL */
+
+	/*
+	 * One try, from kpatch_collect(), freed by kpatch_uncollect(): the
+	 * parts (the patches whose hooks the update runs, in the order they
+	 * run: those it removes, newest first, then the one it adds), and
+	 * the functions of the parts in the same order, with their role.
+	 */
+	struct kpatch_module **parts;
+	unsigned int nr_parts;
+	struct kpatch_touched {
+		struct kpatch_func *func;
+		bool add;		/* published, or taken out */
+	} *touched;
+	unsigned int nr_touched;
+
+	/* One try, from kpatch_build_ranges(), freed by the try. */
 	struct kpatch_range *ranges;	/* sorted, disjoint */
 	unsigned int nr_ranges;
 
 	/*
-	 * The patches whose hooks the update runs, in the order they run:
-	 * those it removes (newest first), then the one it adds.  One try.
-	 */
-	struct kpatch_module **parts;
-	unsigned int nr_parts;
-
-	/*
-	 * The pre-walk of one try: clean tasks in task list order, and the
-	 * same entries sorted by task pointer.  nr_seen is 0 when nothing is
-	 * known.
+	 * One pre-walk, from kpatch_prewalk(), freed by kpatch_forget():
+	 * clean tasks in task list order, and the same entries sorted by
+	 * task pointer.  nr_seen is 0 when nothing is known.
 	 */
 	struct kpatch_seen *seen;
 	struct kpatch_seen **seen_by_task;
 	unsigned int nr_seen, max_seen;
 
-	/* The sites whose version the update may change. */
+	/*
+	 * One try, from kpatch_collect_sites(), freed by kpatch_try() after
+	 * the callback: the sites whose version the update may change.
+	 */
 	struct kpatch_site **sites;
 	unsigned int nr_sites;
 
@@ -599,7 +622,7 @@ struct kpatch_update {
 	atomic_t cpus_in;		/* CPUs that entered the callback */
 	atomic_t cpus_seen;		/* other CPUs that saw UPDATING */
 
-	/* Filled in by the callback when it refuses. */
+	/* Written by the callback when it refuses; read by the caller. */
 	enum kpatch_refusal refusal;
 	unsigned long busy_addr;
 	pid_t busy_pid;
@@ -679,6 +702,87 @@ static bool kpatch_in_table(unsigned long addr, bool as_old, bool replace)
 					      kpmod->funcs[i].new_addr))
 				return true;
 	return false;
+}
+
+/* ------------------------------------------------------------------------
+ * What an update touches
+ */
+
+/* Compare two unsigned longs (or pointers: they have the same size). */
+static int kpatch_cmp_ulong(const void *a, const void *b)
+{
+	unsigned long x = *(const unsigned long *)a;
+	unsigned long y = *(const unsigned long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Sort the @n elements at @base and drop duplicates; returns the new count. */
+static unsigned int kpatch_sort_uniq(void *base, unsigned int n, size_t size,
+				     cmp_func_t cmp)
+{
+	char *p = base;
+	unsigned int i, k;
+
+	sort(base, n, size, cmp, NULL);
+	for (i = 1, k = n ? 1 : 0; i < n; i++)
+		if (cmp(p + i * size, p + (k - 1) * size))
+			memcpy(p + k++ * size, p + i * size, size);
+	return k;
+}
+
+/*
+ * The parts of @upd and the functions it touches, computed once per try
+ * (see struct kpatch_update): the patches it removes, newest first, then
+ * the one it adds; and the functions of those parts in the same order,
+ * each with its role.  Every later step iterates these two arrays.
+ */
+static int kpatch_collect(struct kpatch_update *upd)
+{
+	struct kpatch_module *kpmod;
+	unsigned int n = 0, p, i;
+
+	upd->nr_parts = 0;
+	upd->nr_touched = 0;
+	upd->parts = kmalloc_array(2 + list_count_nodes(&kpatch_patches),
+				   sizeof(*upd->parts), GFP_KERNEL);
+	if (!upd->parts)
+		return -ENOMEM;
+	if (upd->remove)
+		upd->parts[upd->nr_parts++] = upd->remove;
+	if (upd->replace)
+		list_for_each_entry_reverse(kpmod, &kpatch_patches, list)
+			upd->parts[upd->nr_parts++] = kpmod;
+	if (upd->add)
+		upd->parts[upd->nr_parts++] = upd->add;
+
+	for (p = 0; p < upd->nr_parts; p++)
+		n += upd->parts[p]->num_funcs;
+	upd->touched = kmalloc_array(n ?: 1, sizeof(*upd->touched),
+				     GFP_KERNEL);
+	if (!upd->touched) {
+		kfree(upd->parts);
+		upd->parts = NULL;
+		return -ENOMEM;
+	}
+	for (p = 0; p < upd->nr_parts; p++) {
+		kpmod = upd->parts[p];
+		for (i = 0; i < kpmod->num_funcs; i++) {
+			upd->touched[upd->nr_touched].func = &kpmod->funcs[i];
+			upd->touched[upd->nr_touched].add = kpmod == upd->add;
+			upd->nr_touched++;
+		}
+	}
+	return 0;
+}
+
+/* Free what kpatch_collect() allocated. */
+static void kpatch_uncollect(struct kpatch_update *upd)
+{
+	kfree(upd->touched);
+	upd->touched = NULL;
+	kfree(upd->parts);
+	upd->parts = NULL;
 }
 
 /* ------------------------------------------------------------------------
@@ -804,54 +908,33 @@ static void kpatch_add_unpinned(struct kpatch_update *upd,
  */
 static int kpatch_build_ranges(struct kpatch_update *upd)
 {
-	struct kpatch_module *kpmod;
 	struct kpatch_func *func, *top;
-	unsigned int max = 0, i, n;
+	unsigned int i, n;
 
 	/* Two ranges per function, and two per module it may unpin. */
-	if (upd->add)
-		max += 2 * upd->add->num_funcs;
-	if (upd->remove)
-		max += 4 * upd->remove->num_funcs;
-	if (upd->replace)
-		list_for_each_entry(kpmod, &kpatch_patches, list)
-			max += 4 * kpmod->num_funcs;
-
-	upd->ranges = kmalloc_array(max ?: 1, sizeof(*upd->ranges), GFP_KERNEL);
+	upd->ranges = kmalloc_array(4 * upd->nr_touched ?: 1,
+				    sizeof(*upd->ranges), GFP_KERNEL);
 	if (!upd->ranges)
 		return -ENOMEM;
 	upd->nr_ranges = 0;
 
-	for (i = 0; upd->add && i < upd->add->num_funcs; i++) {
-		func = &upd->add->funcs[i];
+	for (i = 0; i < upd->nr_touched; i++) {
+		func = upd->touched[i].func;
 		top = kpatch_top_func(func->ip);
-		if (top)
-			kpatch_add_range(upd, top->new_addr, top->new_size);
-		kpatch_add_range(upd, func->old_addr, func->old_size);
-	}
-	for (i = 0; upd->remove && i < upd->remove->num_funcs; i++) {
-		func = &upd->remove->funcs[i];
-		if (kpatch_top_func(func->ip) != func)
-			continue;
-		kpatch_add_range(upd, func->new_addr, func->new_size);
-		kpatch_add_range(upd, func->old_addr, func->old_size);
-	}
-	if (upd->remove)
-		kpatch_add_unpinned(upd, upd->remove);
-	if (upd->replace) {
-		list_for_each_entry(kpmod, &kpatch_patches, list) {
-			kpatch_add_unpinned(upd, kpmod);
-			for (i = 0; i < kpmod->num_funcs; i++) {
-				func = &kpmod->funcs[i];
-				if (kpatch_top_func(func->ip) != func)
-					continue;
-				kpatch_add_range(upd, func->new_addr,
-						 func->new_size);
-				kpatch_add_range(upd, func->old_addr,
-						 func->old_size);
-			}
+		if (upd->touched[i].add) {
+			if (top)
+				kpatch_add_range(upd, top->new_addr,
+						 top->new_size);
+		} else if (top == func) {
+			kpatch_add_range(upd, func->new_addr, func->new_size);
+		} else {
+			continue;	/* not visible: nothing changes */
 		}
+		kpatch_add_range(upd, func->old_addr, func->old_size);
 	}
+	for (i = 0; i < upd->nr_parts; i++)
+		if (upd->parts[i] != upd->add)
+			kpatch_add_unpinned(upd, upd->parts[i]);
 
 	/* Sort and merge, so that one binary search answers each address. */
 	sort(upd->ranges, upd->nr_ranges, sizeof(*upd->ranges),
@@ -1704,26 +1787,6 @@ static int kpatch_check_ftrace_site(unsigned long ip)
 	return -EINVAL;
 }
 
-static int kpatch_cmp_ulong(const void *a, const void *b)
-{
-	unsigned long x = *(const unsigned long *)a;
-	unsigned long y = *(const unsigned long *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Sort @ips and drop duplicates; returns the new count. */
-static unsigned int kpatch_uniq(unsigned long *ips, unsigned int n)
-{
-	unsigned int i, k;
-
-	sort(ips, n, sizeof(*ips), kpatch_cmp_ulong, NULL);
-	for (i = 1, k = n ? 1 : 0; i < n; i++)
-		if (ips[i] != ips[k - 1])
-			ips[k++] = ips[i];
-	return k;
-}
-
 /*
  * A new site for the call site @ip of a function in @mod (NULL: vmlinux).
  * The patch being enabled pins @mod and kpatch already; the site takes
@@ -2070,61 +2133,27 @@ out:
 	return ret;
 }
 
-static int kpatch_cmp_ptr(const void *a, const void *b)
-{
-	unsigned long x = (unsigned long)*(void * const *)a;
-	unsigned long y = (unsigned long)*(void * const *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static void kpatch_collect_funcs(struct kpatch_update *upd,
-				 struct kpatch_module *kpmod)
-{
-	struct kpatch_site *site;
-	int i;
-
-	for (i = 0; i < kpmod->num_funcs; i++) {
-		site = kpatch_site_find(kpmod->funcs[i].ip);
-		if (!WARN_ON_ONCE(!site))
-			upd->sites[upd->nr_sites++] = site;
-	}
-}
-
 /*
- * The sites whose version @upd may change: those of the functions it adds
- * and removes, each once.
+ * The sites whose version @upd may change: those of the functions it
+ * touches, each once.
  */
 static int kpatch_collect_sites(struct kpatch_update *upd)
 {
-	struct kpatch_module *kpmod;
-	unsigned int max = 0, i, k;
+	struct kpatch_site *site;
+	unsigned int i;
 
-	if (upd->add)
-		max += upd->add->num_funcs;
-	if (upd->remove)
-		max += upd->remove->num_funcs;
-	if (upd->replace)
-		list_for_each_entry(kpmod, &kpatch_patches, list)
-			max += kpmod->num_funcs;
-	upd->sites = kmalloc_array(max, sizeof(*upd->sites), GFP_KERNEL);
+	upd->sites = kmalloc_array(upd->nr_touched ?: 1, sizeof(*upd->sites),
+				   GFP_KERNEL);
 	if (!upd->sites)
 		return -ENOMEM;
 	upd->nr_sites = 0;
-	if (upd->add)
-		kpatch_collect_funcs(upd, upd->add);
-	if (upd->remove)
-		kpatch_collect_funcs(upd, upd->remove);
-	if (upd->replace)
-		list_for_each_entry(kpmod, &kpatch_patches, list)
-			kpatch_collect_funcs(upd, kpmod);
-
-	sort(upd->sites, upd->nr_sites, sizeof(*upd->sites), kpatch_cmp_ptr,
-	     NULL);
-	for (i = 1, k = upd->nr_sites ? 1 : 0; i < upd->nr_sites; i++)
-		if (upd->sites[i] != upd->sites[k - 1])
-			upd->sites[k++] = upd->sites[i];
-	upd->nr_sites = k;
+	for (i = 0; i < upd->nr_touched; i++) {
+		site = kpatch_site_find(upd->touched[i].func->ip);
+		if (!WARN_ON_ONCE(!site))
+			upd->sites[upd->nr_sites++] = site;
+	}
+	upd->nr_sites = kpatch_sort_uniq(upd->sites, upd->nr_sites,
+					 sizeof(*upd->sites), kpatch_cmp_ulong);
 	return 0;
 }
 
@@ -2411,7 +2440,8 @@ static int kpatch_prepare(struct kpatch_module *kpmod, bool replace)
 			goto out;
 	}
 
-	if (kpatch_uniq(olds, kpmod->num_funcs) != kpmod->num_funcs) {
+	if (kpatch_sort_uniq(olds, kpmod->num_funcs, sizeof(*olds),
+			     kpatch_cmp_ulong) != kpmod->num_funcs) {
 		pr_err("%s: an old function appears twice\n", kpmod->name);
 		ret = -EINVAL;
 		goto out;
@@ -2474,29 +2504,6 @@ out:
  * (kpatch_prepare()) and every hook returns before the try ends, so no
  * hook runs after its module could go.
  */
-
-/* The parts of @upd, in the order their hooks run; see kpatch_update. */
-static int kpatch_collect_parts(struct kpatch_update *upd)
-{
-	struct kpatch_module *kpmod;
-	unsigned int n = 2;
-
-	if (upd->replace)
-		list_for_each_entry(kpmod, &kpatch_patches, list)
-			n++;
-	upd->parts = kmalloc_array(n, sizeof(*upd->parts), GFP_KERNEL);
-	if (!upd->parts)
-		return -ENOMEM;
-	upd->nr_parts = 0;
-	if (upd->remove)
-		upd->parts[upd->nr_parts++] = upd->remove;
-	if (upd->replace)
-		list_for_each_entry_reverse(kpmod, &kpatch_patches, list)
-			upd->parts[upd->nr_parts++] = kpmod;
-	if (upd->add)
-		upd->parts[upd->nr_parts++] = upd->add;
-	return 0;
-}
 
 /*
  * Run the hook of part @i of @upd for @stage, a patch hook
@@ -2642,7 +2649,7 @@ static void kpatch_settle_sites(struct kpatch_update *upd)
 static int kpatch_update_cb(void *data)
 {
 	struct kpatch_update *upd = data;
-	struct kpatch_module *kpmod;
+	struct kpatch_func *func;
 	unsigned int i;
 	int state, ret;
 
@@ -2714,9 +2721,11 @@ static int kpatch_update_cb(void *data)
 	}
 
 	/* hash_add_rcu() puts the new entries first. */
-	for (i = 0; upd->add && i < upd->add->num_funcs; i++)
-		hash_add_rcu(kpatch_func_hash, &upd->add->funcs[i].node,
-			     upd->add->funcs[i].ip);
+	for (i = 0; i < upd->nr_touched; i++) {
+		func = upd->touched[i].func;
+		if (upd->touched[i].add)
+			hash_add_rcu(kpatch_func_hash, &func->node, func->ip);
+	}
 
 	/*
 	 * All entries are in before the state says SUCCESS.  Pairs with the
@@ -2728,8 +2737,9 @@ static int kpatch_update_cb(void *data)
 	state = kpatch_state_finish(KPATCH_STATE_SUCCESS, 0);
 	if (state == KPATCH_STATE_FAILURE) {
 		/* A patched function ran meanwhile and saw the old version. */
-		for (i = 0; upd->add && i < upd->add->num_funcs; i++)
-			hash_del_rcu(&upd->add->funcs[i].node);
+		for (i = 0; i < upd->nr_touched; i++)
+			if (upd->touched[i].add)
+				hash_del_rcu(&upd->touched[i].func->node);
 		kpatch_undo_hooks(upd, upd->nr_parts);
 		kpatch_settle_sites(upd);	/* step 4 */
 		upd->refusal = KPATCH_RAN;
@@ -2738,12 +2748,9 @@ static int kpatch_update_cb(void *data)
 	WARN_ON_ONCE(state != KPATCH_STATE_SUCCESS);
 
 	/* SUCCESS makes callers skip these already; now unlink them. */
-	for (i = 0; upd->remove && i < upd->remove->num_funcs; i++)
-		hash_del_rcu(&upd->remove->funcs[i].node);
-	if (upd->replace)
-		list_for_each_entry(kpmod, &kpatch_patches, list)
-			for (i = 0; i < kpmod->num_funcs; i++)
-				hash_del_rcu(&kpmod->funcs[i].node);
+	for (i = 0; i < upd->nr_touched; i++)
+		if (!upd->touched[i].add)
+			hash_del_rcu(&upd->touched[i].func->node);
 	kpatch_settle_sites(upd);	/* step 4 */
 	return 0;
 }
@@ -2751,17 +2758,10 @@ static int kpatch_update_cb(void *data)
 static void kpatch_set_op(struct kpatch_update *upd, enum kpatch_op add,
 			  enum kpatch_op remove)
 {
-	struct kpatch_module *kpmod;
-	int i;
+	unsigned int i;
 
-	for (i = 0; upd->add && i < upd->add->num_funcs; i++)
-		upd->add->funcs[i].op = add;
-	for (i = 0; upd->remove && i < upd->remove->num_funcs; i++)
-		upd->remove->funcs[i].op = remove;
-	if (upd->replace)
-		list_for_each_entry(kpmod, &kpatch_patches, list)
-			for (i = 0; i < kpmod->num_funcs; i++)
-				kpmod->funcs[i].op = remove;
+	for (i = 0; i < upd->nr_touched; i++)
+		upd->touched[i].func->op = upd->touched[i].add ? add : remove;
 }
 
 /*
@@ -2965,13 +2965,16 @@ static int kpatch_try(struct kpatch_update *upd)
 			goto err_unpin;
 	}
 
-	ret = kpatch_build_ranges(upd);
+	ret = kpatch_collect(upd);
 	if (ret)
 		goto err_kobj;
+	ret = kpatch_build_ranges(upd);
+	if (ret)
+		goto err_collect;
 	ret = kpmod ? kpatch_sites_add(upd) : 0;
 	if (ret)
 		goto err_ranges;
-	ret = kpatch_collect_sites(upd) ?: kpatch_collect_parts(upd);
+	ret = kpatch_collect_sites(upd);
 	if (!ret)
 		ret = kpatch_pre_hooks(upd);
 	if (!ret) {
@@ -3016,18 +3019,17 @@ static int kpatch_try(struct kpatch_update *upd)
 		if (old != upd->remove && !old->mod)
 			kpatch_free(old);	/* replaced, from the control file */
 	}
-	kfree(upd->parts);
-	upd->parts = NULL;
+	kpatch_uncollect(upd);
 	return 0;
 
 err_sites:
-	kfree(upd->parts);
-	upd->parts = NULL;
 	if (kpmod)
 		kpatch_sites_put(kpmod);
 err_ranges:
 	kfree(upd->ranges);
 	upd->ranges = NULL;
+err_collect:
+	kpatch_uncollect(upd);
 err_kobj:
 	if (kpmod) {
 		kobject_put(kpmod->kobj);
@@ -3061,7 +3063,7 @@ static int kpatch_dry_run(struct kpatch_update *upd)
 		if (ret)
 			return ret;
 	}
-	ret = kpatch_build_ranges(upd);
+	ret = kpatch_collect(upd) ?: kpatch_build_ranges(upd);
 	if (!ret && upd->nr_ranges && READ_ONCE(kpatch_exiting_lost)) {
 		pr_err("check %s '%s': out of memory recording an exiting task earlier, kpatch cannot check every stack any more\n",
 		       upd->verb, kpmod ? kpmod->name : upd->remove->name);
@@ -3071,6 +3073,7 @@ static int kpatch_dry_run(struct kpatch_update *upd)
 		ret = kpatch_prewalk(upd);
 	kfree(upd->ranges);
 	upd->ranges = NULL;
+	kpatch_uncollect(upd);
 	if (kpmod)
 		kpatch_unpin(kpmod);
 	return ret;

@@ -5,34 +5,46 @@
  * A patch is a set of (old function, new function) pairs that take effect
  * together.  Patches come from two places: a patch module calling
  * kpatch_register() (see kpatch.h), or a command written to
- * /sys/kernel/debug/kpatch/control.  Either way the update is the same:
+ * /sys/kernel/debug/kpatch/control.  Either way an update -- patch,
+ * replace or unpatch -- lives the same way, under kpatch_mutex:
  *
- *  1. Outside stop_machine(): resolve and check every address through
- *     kallsyms, pin the modules involved, make an ftrace site for each
- *     function not patched yet, and build a sorted table of the code ranges that no
- *     task may be executing for the update to be safe.  Then walk the
- *     stack of every task that is blocked, look each return address up
- *     in that table, and remember the clean ones with their context
- *     switch count (the pre-walk).
- *  2. Inside stop_machine(): walk the stack of every task that ran since
- *     its pre-walk (its switch count changed), is new, or is an idle or
- *     stopper task.  If no return address is in the table, publish the
- *     new function table; otherwise change nothing and fail with -EBUSY.
- *  3. After it: wait for NMIs that may still look at the old table, then
- *     free what was removed and release the sites that no patch uses.
+ *   prepare        resolve and check every address, pin the modules, make
+ *                  an ftrace site for each function not patched yet,
+ *                  collect what the update touches, and build the sorted
+ *                  ranges of code that no task may be executing; pre hooks
+ *   pre-walk       walk every blocked task's stack and remember the clean
+ *                  ones with their switch count (a cache: with nothing
+ *                  remembered, the callback walks every task itself)
+ *   stop_machine() on one CPU, while every other CPU spins:
+ *     mark         the touched sites' targets to SLOW, the state UPDATING
+ *     rendezvous   every other CPU has seen UPDATING
+ *     check        walk every task that ran since its pre-walk, is new,
+ *                  exiting, idle or a stopper: no return address in the
+ *                  ranges, or the update is refused (-EBUSY)
+ *     publish      stop hooks, then the new entries into the table
+ *     decide       SUCCESS; FAILURE if a changed function ran meanwhile
+ *     settle       each touched site's final target
+ *   IDLE           the state back to IDLE
+ *   grace period   synchronize_rcu(): NMIs that read the old state are done
+ *   release        post hooks; retire what went out; release unused sites;
+ *                  unpin
  *
- * When the stack check refuses, the update is tried again a few times
- * (the retries and retry_delay_ms parameters) before it fails.  Each try
- * is prepared anew, and between tries the update holds no lock.
+ * A refused try undoes every step and is tried again a few times (the
+ * retries and retry_delay_ms parameters), prepared anew, with no lock held
+ * in between.
  *
  * Calls to a patched function leave it at its fentry call, through an
  * ftrace direct call of kpatch's trampoline or, where the kernel does not
  * allow one, through an ftrace_ops handler; either "returns" into the
- * newest replacement instead.
+ * newest replacement instead.  Why no caller ever mixes versions is argued
+ * in one place, at kpatch_update_cb().
  *
- * The file reads top to bottom: types and state, the function table, the
- * stack check, the ftrace redirect, register/unregister, the debugfs and
- * sysfs interface, init/exit.
+ * The file reads in that order: what differs between kernels; patches and
+ * updates; the redirect (sites, targets, the state machine, the function
+ * table, the slow path); the stop_machine() callback; what an update
+ * touches; the stack check and the pre-walk; sites (ftrace_ops, then the
+ * direct path); resolve, validate and pin; hooks; enable, disable, retry
+ * and the API; debugfs and sysfs; init and exit; test hooks.
  *
  * Based on the kpatch core module by Seth Jennings and Josh Poimboeuf.
  */
@@ -1057,8 +1069,11 @@ static int kpatch_check_task(struct task_struct *task,
 }
 
 /*
- * The pre-walk: most of the stack check, done before stop_machine() so
- * that the CPUs stop only for the tasks that ran since.
+ * The pre-walk, an optional cache: most of the stack check, done before
+ * stop_machine() so that the CPUs stop only for the tasks that ran since.
+ * Correctness never depends on it: a task it did not remember is walked
+ * by the callback, and with nothing remembered (no memory for the cache,
+ * say) the callback walks every task.
  *
  *   before stop_machine(), kpatch_mutex held     in the callback
  *

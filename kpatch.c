@@ -397,15 +397,9 @@ static bool kpatch_direct_full_logged;	/* until there is room again */
  * concurrently with the writer: NMIs on any CPU, and the functions the
  * other CPUs call while they spin in the stop_machine() loop.
  *
- * A caller that calls several patched functions (an NMI handler calling f,
- * then g) must get them all from one version.  So the callback, once it
- * has marked its sites slow and left IDLE, waits until the stopper thread
- * of every other CPU has seen that, before it checks a stack or touches
- * the table: an NMI that read an old target holds up its CPU's stopper
- * until it returns.  From then on every call of a changed function sees
- * UPDATING or a later state, and UPDATING ends in FAILURE (all old) as
- * soon as anyone calls one, or in SUCCESS (all new) if nobody did.  The
- * whole argument is at kpatch_update_cb().
+ * A caller that calls several changed functions (an NMI handler calling
+ * f, then g) gets them all from one version: the whole argument is at
+ * kpatch_update_cb(), after the slow path.
  *
  * KPATCH_STATE_IDLE: no update is changing the table.  The first entry for a
  * function is the one that runs; func->op is ignored.

@@ -5,34 +5,46 @@
  * A patch is a set of (old function, new function) pairs that take effect
  * together.  Patches come from two places: a patch module calling
  * kpatch_register() (see kpatch.h), or a command written to
- * /sys/kernel/debug/kpatch/control.  Either way the update is the same:
+ * /sys/kernel/debug/kpatch/control.  Either way an update -- patch,
+ * replace or unpatch -- lives the same way, under kpatch_mutex:
  *
- *  1. Outside stop_machine(): resolve and check every address through
- *     kallsyms, pin the modules involved, make an ftrace site for each
- *     function not patched yet, and build a sorted table of the code ranges that no
- *     task may be executing for the update to be safe.  Then walk the
- *     stack of every task that is blocked, look each return address up
- *     in that table, and remember the clean ones with their context
- *     switch count (the pre-walk).
- *  2. Inside stop_machine(): walk the stack of every task that ran since
- *     its pre-walk (its switch count changed), is new, or is an idle or
- *     stopper task.  If no return address is in the table, publish the
- *     new function table; otherwise change nothing and fail with -EBUSY.
- *  3. After it: wait for NMIs that may still look at the old table, then
- *     free what was removed and release the sites that no patch uses.
+ *   prepare        resolve and check every address, pin the modules, make
+ *                  an ftrace site for each function not patched yet,
+ *                  collect what the update touches, and build the sorted
+ *                  ranges of code that no task may be executing; pre hooks
+ *   pre-walk       walk every blocked task's stack and remember the clean
+ *                  ones with their switch count (a cache: with nothing
+ *                  remembered, the callback walks every task itself)
+ *   stop_machine() on one CPU, while every other CPU spins:
+ *     mark         the touched sites' targets to SLOW, the state UPDATING
+ *     rendezvous   every other CPU has seen UPDATING
+ *     check        walk every task that ran since its pre-walk, is new,
+ *                  exiting, idle or a stopper: no return address in the
+ *                  ranges, or the update is refused (-EBUSY)
+ *     publish      stop hooks, then the new entries into the table
+ *     decide       SUCCESS; FAILURE if a changed function ran meanwhile
+ *     settle       each touched site's final target
+ *   IDLE           the state back to IDLE
+ *   grace period   synchronize_rcu(): NMIs that read the old state are done
+ *   release        post hooks; retire what went out; release unused sites;
+ *                  unpin
  *
- * When the stack check refuses, the update is tried again a few times
- * (the retries and retry_delay_ms parameters) before it fails.  Each try
- * is prepared anew, and between tries the update holds no lock.
+ * A refused try undoes every step and is tried again a few times (the
+ * retries and retry_delay_ms parameters), prepared anew, with no lock held
+ * in between.
  *
  * Calls to a patched function leave it at its fentry call, through an
  * ftrace direct call of kpatch's trampoline or, where the kernel does not
  * allow one, through an ftrace_ops handler; either "returns" into the
- * newest replacement instead.
+ * newest replacement instead.  Why no caller ever mixes versions is argued
+ * in one place, at kpatch_update_cb().
  *
- * The file reads top to bottom: types and state, the function table, the
- * stack check, the ftrace redirect, register/unregister, the debugfs and
- * sysfs interface, init/exit.
+ * The file reads in that order: what differs between kernels; patches and
+ * updates; the redirect (sites, targets, the state machine, the function
+ * table, the slow path); the stop_machine() callback; what an update
+ * touches; the stack check and the pre-walk; sites (ftrace_ops, then the
+ * direct path); resolve, validate and pin; hooks; enable, disable, retry
+ * and the API; debugfs and sysfs; init and exit; test hooks.
  *
  * Based on the kpatch core module by Seth Jennings and Josh Poimboeuf.
  */
@@ -108,6 +120,107 @@
 #endif
 #ifndef CONFIG_TRACEPOINTS
 #error "kpatch needs CONFIG_TRACEPOINTS to follow exiting tasks"
+#endif
+
+/*
+ * What differs between the kernels kpatch builds for, in one place, so
+ * that the code below reads the same on all of them.  Kbuild tells two
+ * differences from the headers (KPATCH_FTRACE_DIRECT_MULTI,
+ * KPATCH_EXIT_GROUP_DEAD); Documentation.txt lists which kernel has what.
+ */
+
+/* Set the return address of an ftrace call: the redirect itself. */
+#ifdef ftrace_regs_set_instruction_pointer
+#define kpatch_set_ip(fregs, addr) ftrace_regs_set_instruction_pointer(fregs, addr)
+#elif defined(CONFIG_DYNAMIC_FTRACE_WITH_ARGS)
+#define kpatch_set_ip(fregs, addr) ftrace_instruction_pointer_set(fregs, addr)
+#else
+/* Only full pt_regs are saved (KPATCH_FOPS_FLAGS asks for them). */
+#define kpatch_set_ip(fregs, addr) (ftrace_get_regs(fregs)->ip = (addr))
+#endif
+
+#ifdef CONFIG_DYNAMIC_FTRACE_WITH_ARGS
+#define KPATCH_FOPS_FLAGS	(FTRACE_OPS_FL_IPMODIFY | FTRACE_OPS_FL_PERMANENT)
+#else
+#define KPATCH_FOPS_FLAGS	(FTRACE_OPS_FL_IPMODIFY | FTRACE_OPS_FL_PERMANENT | \
+				 FTRACE_OPS_FL_SAVE_REGS)
+#endif
+
+/*
+ * The executable memory of @mod: its core text, or with @init its init
+ * text.  Module memory is either split by type or one layout per lifetime.
+ */
+static void kpatch_mod_text(const struct module *mod, bool init,
+			    unsigned long *start, unsigned long *end)
+{
+#ifdef for_each_mod_mem_type
+	const struct module_memory *mem = &mod->mem[init ? MOD_INIT_TEXT :
+							    MOD_TEXT];
+
+	*start = (unsigned long)mem->base;
+	*end = *start + mem->size;
+#else
+	const struct module_layout *layout = init ? &mod->init_layout :
+						    &mod->core_layout;
+
+	*start = (unsigned long)layout->base;
+	*end = *start + layout->text_size;
+#endif
+}
+
+/* The sched_process_exit probe's arguments after the tracepoint's data. */
+#ifdef KPATCH_EXIT_GROUP_DEAD
+#define KPATCH_EXIT_PROBE_ARGS	struct task_struct *task, bool group_dead
+#else
+#define KPATCH_EXIT_PROBE_ARGS	struct task_struct *task
+#endif
+
+/*
+ * Is there an ENDBR at @addr: a live one, or with @sealed_too also the
+ * kernel's sealed replacement?  The test of is_endbr(), open-coded: it is
+ * not exported everywhere, and takes the instruction on some kernels, a
+ * pointer on others; gen_endbr() and gen_endbr_poison() are inline.
+ * Without IBT there is none, and ENDBR_INSN_SIZE is 0.
+ */
+#ifdef CONFIG_X86_KERNEL_IBT
+static bool kpatch_endbr(unsigned long addr, bool sealed_too)
+{
+	u32 insn;
+
+	if (copy_from_kernel_nofault(&insn, (void *)addr, sizeof(insn)))
+		return false;
+	if ((insn & ~0x01000000U) == gen_endbr())	/* ENDBR32 -> ENDBR64 */
+		return sealed_too || insn == gen_endbr();
+	return sealed_too && insn == gen_endbr_poison();
+}
+#else
+static bool kpatch_endbr(unsigned long addr, bool sealed_too)
+{
+	return false;
+}
+#endif
+
+/* Call depth accounting in a trampoline, where the kernel tracks it. */
+#ifndef CALL_DEPTH_ACCOUNT
+#define CALL_DEPTH_ACCOUNT ""
+#endif
+
+/*
+ * The ftrace_ops-based direct-call API, and whether kpatch must keep one
+ * direct call registered from load to unload (see kpatch_direct_anchor()).
+ */
+#ifdef KPATCH_FTRACE_DIRECT_MULTI
+#define kpatch_direct_ops_register(ops) \
+	register_ftrace_direct_multi(ops, (unsigned long)kpatch_direct_tramp)
+#define kpatch_direct_ops_unregister(ops) \
+	unregister_ftrace_direct_multi(ops, (unsigned long)kpatch_direct_tramp)
+#define KPATCH_DIRECT_ANCHOR	1
+#else
+#define kpatch_direct_ops_register(ops) \
+	register_ftrace_direct(ops, (unsigned long)kpatch_direct_tramp)
+#define kpatch_direct_ops_unregister(ops) \
+	unregister_ftrace_direct(ops, (unsigned long)kpatch_direct_tramp, false)
+#define KPATCH_DIRECT_ANCHOR	0
 #endif
 
 /* Longest patch name, and longest command accepted by the control file. */
@@ -284,15 +397,9 @@ static bool kpatch_direct_full_logged;	/* until there is room again */
  * concurrently with the writer: NMIs on any CPU, and the functions the
  * other CPUs call while they spin in the stop_machine() loop.
  *
- * A caller that calls several patched functions (an NMI handler calling f,
- * then g) must get them all from one version.  So the callback, once it
- * has marked its sites slow and left IDLE, waits until the stopper thread
- * of every other CPU has seen that, before it checks a stack or touches
- * the table: an NMI that read an old target holds up its CPU's stopper
- * until it returns.  From then on every call of a changed function sees
- * UPDATING or a later state, and UPDATING ends in FAILURE (all old) as
- * soon as anyone calls one, or in SUCCESS (all new) if nobody did.  The
- * whole argument is at kpatch_update_cb().
+ * A caller that calls several changed functions (an NMI handler calling
+ * f, then g) gets them all from one version: the whole argument is at
+ * kpatch_update_cb(), after the slow path.
  *
  * KPATCH_STATE_IDLE: no update is changing the table.  The first entry for a
  * function is the one that runs; func->op is ignored.
@@ -465,32 +572,55 @@ struct kpatch_seen {
  * One update, as handed to the stop_machine() callback.  Everything in it
  * is prepared beforehand; the callback only checks stacks and relinks.
  */
+/*
+ * One update, on the stack of kpatch_enable() or kpatch_disable().  Its
+ * members have three lifetimes, and each group says who owns it:
+ *
+ *  - the request, set by the caller for the whole update (every try);
+ *  - one try's arrays, allocated by kpatch_try() or kpatch_dry_run() and
+ *    freed before it returns, on success and on every failure;
+ *  - what the stop_machine() callback writes during one try, for the
+ *    caller to read after it.
+ */
 struct kpatch_update {
+	/* The request.  The caller owns the patches (see kpatch_enable()). */
 	const char *verb;		/* "patch", "replace" or "unpatch" */
 	struct kpatch_module *add;	/* patch to publish, or NULL */
 	struct kpatch_module *remove;	/* patch to take out, or NULL */
 	bool replace;			/* also take out every other patch */
-	struct kpatch_check *check;	/* dry run: what it found; or NULL */
+	struct kpatch_check *check;	/* dry run: the caller's; or NULL */
+
+	/*
+	 * One try, from kpatch_collect(), freed by kpatch_uncollect(): the
+	 * parts (the patches whose hooks the update runs, in the order they
+	 * run: those it removes, newest first, then the one it adds), and
+	 * the functions of the parts in the same order, with their role.
+	 */
+	struct kpatch_module **parts;
+	unsigned int nr_parts;
+	struct kpatch_touched {
+		struct kpatch_func *func;
+		bool add;		/* published, or taken out */
+	} *touched;
+	unsigned int nr_touched;
+
+	/* One try, from kpatch_build_ranges(), freed by the try. */
 	struct kpatch_range *ranges;	/* sorted, disjoint */
 	unsigned int nr_ranges;
 
 	/*
-	 * The patches whose hooks the update runs, in the order they run:
-	 * those it removes (newest first), then the one it adds.  One try.
-	 */
-	struct kpatch_module **parts;
-	unsigned int nr_parts;
-
-	/*
-	 * The pre-walk of one try: clean tasks in task list order, and the
-	 * same entries sorted by task pointer.  nr_seen is 0 when nothing is
-	 * known.
+	 * One pre-walk, from kpatch_prewalk(), freed by kpatch_forget():
+	 * clean tasks in task list order, and the same entries sorted by
+	 * task pointer.  nr_seen is 0 when nothing is known.
 	 */
 	struct kpatch_seen *seen;
 	struct kpatch_seen **seen_by_task;
 	unsigned int nr_seen, max_seen;
 
-	/* The sites whose version the update may change. */
+	/*
+	 * One try, from kpatch_collect_sites(), freed by kpatch_try() after
+	 * the callback: the sites whose version the update may change.
+	 */
 	struct kpatch_site **sites;
 	unsigned int nr_sites;
 
@@ -498,7 +628,7 @@ struct kpatch_update {
 	atomic_t cpus_in;		/* CPUs that entered the callback */
 	atomic_t cpus_seen;		/* other CPUs that saw UPDATING */
 
-	/* Filled in by the callback when it refuses. */
+	/* Written by the callback when it refuses; read by the caller. */
 	enum kpatch_refusal refusal;
 	unsigned long busy_addr;
 	pid_t busy_pid;
@@ -581,6 +711,87 @@ static bool kpatch_in_table(unsigned long addr, bool as_old, bool replace)
 }
 
 /* ------------------------------------------------------------------------
+ * What an update touches
+ */
+
+/* Compare two unsigned longs (or pointers: they have the same size). */
+static int kpatch_cmp_ulong(const void *a, const void *b)
+{
+	unsigned long x = *(const unsigned long *)a;
+	unsigned long y = *(const unsigned long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Sort the @n elements at @base and drop duplicates; returns the new count. */
+static unsigned int kpatch_sort_uniq(void *base, unsigned int n, size_t size,
+				     cmp_func_t cmp)
+{
+	char *p = base;
+	unsigned int i, k;
+
+	sort(base, n, size, cmp, NULL);
+	for (i = 1, k = n ? 1 : 0; i < n; i++)
+		if (cmp(p + i * size, p + (k - 1) * size))
+			memcpy(p + k++ * size, p + i * size, size);
+	return k;
+}
+
+/*
+ * The parts of @upd and the functions it touches, computed once per try
+ * (see struct kpatch_update): the patches it removes, newest first, then
+ * the one it adds; and the functions of those parts in the same order,
+ * each with its role.  Every later step iterates these two arrays.
+ */
+static int kpatch_collect(struct kpatch_update *upd)
+{
+	struct kpatch_module *kpmod;
+	unsigned int n = 0, p, i;
+
+	upd->nr_parts = 0;
+	upd->nr_touched = 0;
+	upd->parts = kmalloc_array(2 + list_count_nodes(&kpatch_patches),
+				   sizeof(*upd->parts), GFP_KERNEL);
+	if (!upd->parts)
+		return -ENOMEM;
+	if (upd->remove)
+		upd->parts[upd->nr_parts++] = upd->remove;
+	if (upd->replace)
+		list_for_each_entry_reverse(kpmod, &kpatch_patches, list)
+			upd->parts[upd->nr_parts++] = kpmod;
+	if (upd->add)
+		upd->parts[upd->nr_parts++] = upd->add;
+
+	for (p = 0; p < upd->nr_parts; p++)
+		n += upd->parts[p]->num_funcs;
+	upd->touched = kmalloc_array(n ?: 1, sizeof(*upd->touched),
+				     GFP_KERNEL);
+	if (!upd->touched) {
+		kfree(upd->parts);
+		upd->parts = NULL;
+		return -ENOMEM;
+	}
+	for (p = 0; p < upd->nr_parts; p++) {
+		kpmod = upd->parts[p];
+		for (i = 0; i < kpmod->num_funcs; i++) {
+			upd->touched[upd->nr_touched].func = &kpmod->funcs[i];
+			upd->touched[upd->nr_touched].add = kpmod == upd->add;
+			upd->nr_touched++;
+		}
+	}
+	return 0;
+}
+
+/* Free what kpatch_collect() allocated. */
+static void kpatch_uncollect(struct kpatch_update *upd)
+{
+	kfree(upd->touched);
+	upd->touched = NULL;
+	kfree(upd->parts);
+	upd->parts = NULL;
+}
+
+/* ------------------------------------------------------------------------
  * The stack check
  */
 
@@ -612,19 +823,7 @@ kpatch_module_text_range(struct module *mod, bool init)
 {
 	struct kpatch_range r;
 
-/* 6.4 split module memory by type (6.12, 7.x here); 6.1 has one layout. */
-#ifdef for_each_mod_mem_type
-	struct module_memory *mem = &mod->mem[init ? MOD_INIT_TEXT : MOD_TEXT];
-
-	r.start = (unsigned long)mem->base;
-	r.end = r.start + mem->size;
-#else
-	struct module_layout *layout = init ? &mod->init_layout :
-					      &mod->core_layout;
-
-	r.start = (unsigned long)layout->base;
-	r.end = r.start + layout->text_size;
-#endif
+	kpatch_mod_text(mod, init, &r.start, &r.end);
 	return r;
 }
 
@@ -715,54 +914,33 @@ static void kpatch_add_unpinned(struct kpatch_update *upd,
  */
 static int kpatch_build_ranges(struct kpatch_update *upd)
 {
-	struct kpatch_module *kpmod;
 	struct kpatch_func *func, *top;
-	unsigned int max = 0, i, n;
+	unsigned int i, n;
 
 	/* Two ranges per function, and two per module it may unpin. */
-	if (upd->add)
-		max += 2 * upd->add->num_funcs;
-	if (upd->remove)
-		max += 4 * upd->remove->num_funcs;
-	if (upd->replace)
-		list_for_each_entry(kpmod, &kpatch_patches, list)
-			max += 4 * kpmod->num_funcs;
-
-	upd->ranges = kmalloc_array(max ?: 1, sizeof(*upd->ranges), GFP_KERNEL);
+	upd->ranges = kmalloc_array(4 * upd->nr_touched ?: 1,
+				    sizeof(*upd->ranges), GFP_KERNEL);
 	if (!upd->ranges)
 		return -ENOMEM;
 	upd->nr_ranges = 0;
 
-	for (i = 0; upd->add && i < upd->add->num_funcs; i++) {
-		func = &upd->add->funcs[i];
+	for (i = 0; i < upd->nr_touched; i++) {
+		func = upd->touched[i].func;
 		top = kpatch_top_func(func->ip);
-		if (top)
-			kpatch_add_range(upd, top->new_addr, top->new_size);
-		kpatch_add_range(upd, func->old_addr, func->old_size);
-	}
-	for (i = 0; upd->remove && i < upd->remove->num_funcs; i++) {
-		func = &upd->remove->funcs[i];
-		if (kpatch_top_func(func->ip) != func)
-			continue;
-		kpatch_add_range(upd, func->new_addr, func->new_size);
-		kpatch_add_range(upd, func->old_addr, func->old_size);
-	}
-	if (upd->remove)
-		kpatch_add_unpinned(upd, upd->remove);
-	if (upd->replace) {
-		list_for_each_entry(kpmod, &kpatch_patches, list) {
-			kpatch_add_unpinned(upd, kpmod);
-			for (i = 0; i < kpmod->num_funcs; i++) {
-				func = &kpmod->funcs[i];
-				if (kpatch_top_func(func->ip) != func)
-					continue;
-				kpatch_add_range(upd, func->new_addr,
-						 func->new_size);
-				kpatch_add_range(upd, func->old_addr,
-						 func->old_size);
-			}
+		if (upd->touched[i].add) {
+			if (top)
+				kpatch_add_range(upd, top->new_addr,
+						 top->new_size);
+		} else if (top == func) {
+			kpatch_add_range(upd, func->new_addr, func->new_size);
+		} else {
+			continue;	/* not visible: nothing changes */
 		}
+		kpatch_add_range(upd, func->old_addr, func->old_size);
 	}
+	for (i = 0; i < upd->nr_parts; i++)
+		if (upd->parts[i] != upd->add)
+			kpatch_add_unpinned(upd, upd->parts[i]);
 
 	/* Sort and merge, so that one binary search answers each address. */
 	sort(upd->ranges, upd->nr_ranges, sizeof(*upd->ranges),
@@ -885,8 +1063,11 @@ static int kpatch_check_task(struct task_struct *task,
 }
 
 /*
- * The pre-walk: most of the stack check, done before stop_machine() so
- * that the CPUs stop only for the tasks that ran since.
+ * The pre-walk, an optional cache: most of the stack check, done before
+ * stop_machine() so that the CPUs stop only for the tasks that ran since.
+ * Correctness never depends on it: a task it did not remember is walked
+ * by the callback, and with nothing remembered (no memory for the cache,
+ * say) the callback walks every task.
  *
  *   before stop_machine(), kpatch_mutex held     in the callback
  *
@@ -917,9 +1098,8 @@ static int kpatch_check_task(struct task_struct *task,
  *    walk stops.
  * 3. Each time __schedule() takes a task off a CPU (prev != next) it
  *    increments prev->nvcsw (the task blocked) or prev->nivcsw (it was
- *    preempted, or switched out while running); that is so in 6.1, 6.12
- *    and 7.x alike.  No other path switches a task out, and the counts
- *    never go down.
+ *    preempted, or switched out while running).  No other path switches
+ *    a task out, and the counts never go down.
  * 4. In the callback every online CPU runs its stopper thread, so no other
  *    task is on a CPU: a task that ran at any time after its pre-walk has
  *    been switched out since, and its count is higher.  An equal count
@@ -1161,12 +1341,7 @@ static mempool_t *kpatch_exiting_pool;
 static bool kpatch_exiting_lost;
 
 /* sched_process_exit: @task is current, still on the task list. */
-#ifdef KPATCH_EXIT_GROUP_DEAD
-static void kpatch_exit_probe(void *data, struct task_struct *task,
-			      bool group_dead)
-#else
-static void kpatch_exit_probe(void *data, struct task_struct *task)
-#endif
+static void kpatch_exit_probe(void *data, KPATCH_EXIT_PROBE_ARGS)
 {
 	struct kpatch_exiting *e;
 	unsigned long flags;
@@ -1341,17 +1516,6 @@ static int notrace kpatch_state_finish(int state, unsigned long ip)
 	return state;
 }
 
-#ifdef ftrace_regs_set_instruction_pointer
-/* Newer kernels (6.12, 7.x here): ftrace_regs is opaque, use accessors. */
-#define kpatch_set_ip(fregs, addr) ftrace_regs_set_instruction_pointer(fregs, addr)
-#elif defined(CONFIG_DYNAMIC_FTRACE_WITH_ARGS)
-/* 6.1: the same accessor under its older name. */
-#define kpatch_set_ip(fregs, addr) ftrace_instruction_pointer_set(fregs, addr)
-#else
-/* Only full pt_regs are saved (FTRACE_OPS_FL_SAVE_REGS below). */
-#define kpatch_set_ip(fregs, addr) (ftrace_get_regs(fregs)->ip = (addr))
-#endif
-
 /*
  * The slow path of both redirects, for a call of the site at @ip whose
  * target said KPATCH_TARGET_SLOW: the seed's state machine.  Returns the
@@ -1473,9 +1637,7 @@ asm(".pushsection .text, \"ax\", @progbits\n"
 "	.type	kpatch_direct_tramp, @function\n"
 "kpatch_direct_tramp:\n"
 	ASM_ENDBR
-#ifdef CALL_DEPTH_ACCOUNT
 	CALL_DEPTH_ACCOUNT "\n"
-#endif
 "	movq	(%rsp), %r11\n"
 "	imull	$" KPATCH_STR(KPATCH_DIRECT_MUL) ", %r11d, %r10d\n"
 "	shrl	$(32 - " KPATCH_STR(KPATCH_DIRECT_BITS) "), %r10d\n"
@@ -1517,15 +1679,14 @@ asm(".pushsection .text, \"ax\", @progbits\n"
 "	.popsection\n"
 );
 
-#ifdef KPATCH_FTRACE_DIRECT_MULTI
 /*
- * Before 6.5 (6.1 here, see Kbuild) the calls have _multi names, and
- * ftrace waits for an RCU-tasks grace period whenever it registers a
- * direct call while it has none.  kpatch keeps one, on
- * kpatch_direct_anchor() (never called), from load to unload.  (6.1 also
- * has calls that set up one direct call at a time without a grace period,
- * but they corrupt ftrace's state when memory runs out while one is
- * dropped, which the debug kernel's fault injection showed.)
+ * Where ftrace waits for an RCU-tasks grace period whenever it registers a
+ * direct call while it has none (KPATCH_DIRECT_ANCHOR), kpatch keeps one,
+ * on kpatch_direct_anchor() (never called), from load to unload, so that
+ * an update does not wait.  The calls that set up one direct call at a
+ * time without a grace period are not used: they corrupt ftrace's state
+ * when memory runs out while one is dropped.  Where no anchor is needed,
+ * the compiler drops all of it.
  */
 static noinline void kpatch_direct_anchor(void)
 {
@@ -1534,17 +1695,31 @@ static noinline void kpatch_direct_anchor(void)
 
 static struct ftrace_ops kpatch_direct_anchor_ops;
 
-#define kpatch_direct_ops_register(ops) \
-	register_ftrace_direct_multi(ops, (unsigned long)kpatch_direct_tramp)
-#define kpatch_direct_ops_unregister(ops) \
-	unregister_ftrace_direct_multi(ops, (unsigned long)kpatch_direct_tramp)
-#else
-/* 6.12, 7.x here.  The filter is freed with the group, as on 6.1. */
-#define kpatch_direct_ops_register(ops) \
-	register_ftrace_direct(ops, (unsigned long)kpatch_direct_tramp)
-#define kpatch_direct_ops_unregister(ops) \
-	unregister_ftrace_direct(ops, (unsigned long)kpatch_direct_tramp, false)
-#endif
+static int kpatch_direct_anchor_set(void)
+{
+	int ret;
+
+	if (!KPATCH_DIRECT_ANCHOR)
+		return 0;
+	ret = ftrace_set_filter_ip(&kpatch_direct_anchor_ops,
+				   (unsigned long)kpatch_direct_anchor, 0, 1);
+	if (!ret)
+		ret = kpatch_direct_ops_register(&kpatch_direct_anchor_ops);
+	if (ret) {
+		ftrace_free_filter(&kpatch_direct_anchor_ops);
+		pr_err("cannot set up the direct call anchor (%d)\n", ret);
+	}
+	return ret;
+}
+
+/* Drop the anchor; waits for an RCU-tasks grace period. */
+static void kpatch_direct_unanchor(void)
+{
+	if (!KPATCH_DIRECT_ANCHOR)
+		return;
+	kpatch_direct_ops_unregister(&kpatch_direct_anchor_ops);
+	ftrace_free_filter(&kpatch_direct_anchor_ops);
+}
 
 /* Set up the direct calls of the new group @grp, for @ips[@n]. */
 static int kpatch_group_register(struct kpatch_group *grp, unsigned long *ips,
@@ -1594,21 +1769,7 @@ static noinline void kpatch_ftrace_anchor(void)
  */
 static unsigned long kpatch_ftrace_ip(unsigned long addr)
 {
-#ifdef CONFIG_X86_KERNEL_IBT
-	u32 insn;
-
-	/*
-	 * The test of is_endbr(), open-coded: 6.1 and 6.12 have it inline
-	 * taking the instruction, newer kernels (7.x here) take a pointer and
-	 * do not export it.  gen_endbr() and gen_endbr_poison() are inline
-	 * in all of them.
-	 */
-	if (!copy_from_kernel_nofault(&insn, (void *)addr, sizeof(insn)) &&
-	    (insn == gen_endbr_poison() ||
-	     (insn & ~0x01000000U) == gen_endbr()))	/* ENDBR32 -> ENDBR64 */
-		return addr + ENDBR_INSN_SIZE;
-#endif
-	return addr;
+	return kpatch_endbr(addr, true) ? addr + ENDBR_INSN_SIZE : addr;
 }
 
 /*
@@ -1633,26 +1794,6 @@ static int kpatch_check_ftrace_site(unsigned long ip)
 	    insn[0] == CALL_INSN_OPCODE || insn[0] == INT3_INSN_OPCODE)
 		return 0;
 	return -EINVAL;
-}
-
-static int kpatch_cmp_ulong(const void *a, const void *b)
-{
-	unsigned long x = *(const unsigned long *)a;
-	unsigned long y = *(const unsigned long *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Sort @ips and drop duplicates; returns the new count. */
-static unsigned int kpatch_uniq(unsigned long *ips, unsigned int n)
-{
-	unsigned int i, k;
-
-	sort(ips, n, sizeof(*ips), kpatch_cmp_ulong, NULL);
-	for (i = 1, k = n ? 1 : 0; i < n; i++)
-		if (ips[i] != ips[k - 1])
-			ips[k++] = ips[i];
-	return k;
 }
 
 /*
@@ -1856,6 +1997,15 @@ static int kpatch_direct_add(unsigned long *ips, struct module **mods,
 static void kpatch_group_put(struct kpatch_site *site)
 {
 }
+
+static int kpatch_direct_anchor_set(void)
+{
+	return 0;
+}
+
+static void kpatch_direct_unanchor(void)
+{
+}
 #endif /* CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS */
 
 /* Make an ftrace_ops site for the call site @ip of a function in @mod. */
@@ -1872,10 +2022,7 @@ static int kpatch_fops_add(unsigned long ip, struct module *mod)
 		goto err_free;
 	}
 	fops->ops.func = kpatch_ftrace_handler;
-	fops->ops.flags = FTRACE_OPS_FL_IPMODIFY | FTRACE_OPS_FL_PERMANENT;
-#ifndef CONFIG_DYNAMIC_FTRACE_WITH_ARGS
-	fops->ops.flags |= FTRACE_OPS_FL_SAVE_REGS;
-#endif
+	fops->ops.flags = KPATCH_FOPS_FLAGS;
 	ret = ftrace_set_filter_ip(&fops->ops, ip, 0, 0);
 	if (!ret)
 		ret = register_ftrace_function(&fops->ops);
@@ -1995,61 +2142,27 @@ out:
 	return ret;
 }
 
-static int kpatch_cmp_ptr(const void *a, const void *b)
-{
-	unsigned long x = (unsigned long)*(void * const *)a;
-	unsigned long y = (unsigned long)*(void * const *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static void kpatch_collect_funcs(struct kpatch_update *upd,
-				 struct kpatch_module *kpmod)
-{
-	struct kpatch_site *site;
-	int i;
-
-	for (i = 0; i < kpmod->num_funcs; i++) {
-		site = kpatch_site_find(kpmod->funcs[i].ip);
-		if (!WARN_ON_ONCE(!site))
-			upd->sites[upd->nr_sites++] = site;
-	}
-}
-
 /*
- * The sites whose version @upd may change: those of the functions it adds
- * and removes, each once.
+ * The sites whose version @upd may change: those of the functions it
+ * touches, each once.
  */
 static int kpatch_collect_sites(struct kpatch_update *upd)
 {
-	struct kpatch_module *kpmod;
-	unsigned int max = 0, i, k;
+	struct kpatch_site *site;
+	unsigned int i;
 
-	if (upd->add)
-		max += upd->add->num_funcs;
-	if (upd->remove)
-		max += upd->remove->num_funcs;
-	if (upd->replace)
-		list_for_each_entry(kpmod, &kpatch_patches, list)
-			max += kpmod->num_funcs;
-	upd->sites = kmalloc_array(max, sizeof(*upd->sites), GFP_KERNEL);
+	upd->sites = kmalloc_array(upd->nr_touched ?: 1, sizeof(*upd->sites),
+				   GFP_KERNEL);
 	if (!upd->sites)
 		return -ENOMEM;
 	upd->nr_sites = 0;
-	if (upd->add)
-		kpatch_collect_funcs(upd, upd->add);
-	if (upd->remove)
-		kpatch_collect_funcs(upd, upd->remove);
-	if (upd->replace)
-		list_for_each_entry(kpmod, &kpatch_patches, list)
-			kpatch_collect_funcs(upd, kpmod);
-
-	sort(upd->sites, upd->nr_sites, sizeof(*upd->sites), kpatch_cmp_ptr,
-	     NULL);
-	for (i = 1, k = upd->nr_sites ? 1 : 0; i < upd->nr_sites; i++)
-		if (upd->sites[i] != upd->sites[k - 1])
-			upd->sites[k++] = upd->sites[i];
-	upd->nr_sites = k;
+	for (i = 0; i < upd->nr_touched; i++) {
+		site = kpatch_site_find(upd->touched[i].func->ip);
+		if (!WARN_ON_ONCE(!site))
+			upd->sites[upd->nr_sites++] = site;
+	}
+	upd->nr_sites = kpatch_sort_uniq(upd->sites, upd->nr_sites,
+					 sizeof(*upd->sites), kpatch_cmp_ulong);
 	return 0;
 }
 
@@ -2258,14 +2371,7 @@ static int kpatch_resolve_func(struct kpatch_module *kpmod, int i)
  */
 static bool kpatch_callable(unsigned long addr)
 {
-#ifdef CONFIG_X86_KERNEL_IBT
-	u32 insn;
-
-	return !copy_from_kernel_nofault(&insn, (void *)addr, sizeof(insn)) &&
-	       insn == gen_endbr();
-#else
-	return true;
-#endif
+	return !IS_ENABLED(CONFIG_X86_KERNEL_IBT) || kpatch_endbr(addr, false);
 }
 
 /*
@@ -2343,7 +2449,8 @@ static int kpatch_prepare(struct kpatch_module *kpmod, bool replace)
 			goto out;
 	}
 
-	if (kpatch_uniq(olds, kpmod->num_funcs) != kpmod->num_funcs) {
+	if (kpatch_sort_uniq(olds, kpmod->num_funcs, sizeof(*olds),
+			     kpatch_cmp_ulong) != kpmod->num_funcs) {
 		pr_err("%s: an old function appears twice\n", kpmod->name);
 		ret = -EINVAL;
 		goto out;
@@ -2406,29 +2513,6 @@ out:
  * (kpatch_prepare()) and every hook returns before the try ends, so no
  * hook runs after its module could go.
  */
-
-/* The parts of @upd, in the order their hooks run; see kpatch_update. */
-static int kpatch_collect_parts(struct kpatch_update *upd)
-{
-	struct kpatch_module *kpmod;
-	unsigned int n = 2;
-
-	if (upd->replace)
-		list_for_each_entry(kpmod, &kpatch_patches, list)
-			n++;
-	upd->parts = kmalloc_array(n, sizeof(*upd->parts), GFP_KERNEL);
-	if (!upd->parts)
-		return -ENOMEM;
-	upd->nr_parts = 0;
-	if (upd->remove)
-		upd->parts[upd->nr_parts++] = upd->remove;
-	if (upd->replace)
-		list_for_each_entry_reverse(kpmod, &kpatch_patches, list)
-			upd->parts[upd->nr_parts++] = kpmod;
-	if (upd->add)
-		upd->parts[upd->nr_parts++] = upd->add;
-	return 0;
-}
 
 /*
  * Run the hook of part @i of @upd for @stage, a patch hook
@@ -2574,7 +2658,7 @@ static void kpatch_settle_sites(struct kpatch_update *upd)
 static int kpatch_update_cb(void *data)
 {
 	struct kpatch_update *upd = data;
-	struct kpatch_module *kpmod;
+	struct kpatch_func *func;
 	unsigned int i;
 	int state, ret;
 
@@ -2646,9 +2730,11 @@ static int kpatch_update_cb(void *data)
 	}
 
 	/* hash_add_rcu() puts the new entries first. */
-	for (i = 0; upd->add && i < upd->add->num_funcs; i++)
-		hash_add_rcu(kpatch_func_hash, &upd->add->funcs[i].node,
-			     upd->add->funcs[i].ip);
+	for (i = 0; i < upd->nr_touched; i++) {
+		func = upd->touched[i].func;
+		if (upd->touched[i].add)
+			hash_add_rcu(kpatch_func_hash, &func->node, func->ip);
+	}
 
 	/*
 	 * All entries are in before the state says SUCCESS.  Pairs with the
@@ -2660,8 +2746,9 @@ static int kpatch_update_cb(void *data)
 	state = kpatch_state_finish(KPATCH_STATE_SUCCESS, 0);
 	if (state == KPATCH_STATE_FAILURE) {
 		/* A patched function ran meanwhile and saw the old version. */
-		for (i = 0; upd->add && i < upd->add->num_funcs; i++)
-			hash_del_rcu(&upd->add->funcs[i].node);
+		for (i = 0; i < upd->nr_touched; i++)
+			if (upd->touched[i].add)
+				hash_del_rcu(&upd->touched[i].func->node);
 		kpatch_undo_hooks(upd, upd->nr_parts);
 		kpatch_settle_sites(upd);	/* step 4 */
 		upd->refusal = KPATCH_RAN;
@@ -2670,12 +2757,9 @@ static int kpatch_update_cb(void *data)
 	WARN_ON_ONCE(state != KPATCH_STATE_SUCCESS);
 
 	/* SUCCESS makes callers skip these already; now unlink them. */
-	for (i = 0; upd->remove && i < upd->remove->num_funcs; i++)
-		hash_del_rcu(&upd->remove->funcs[i].node);
-	if (upd->replace)
-		list_for_each_entry(kpmod, &kpatch_patches, list)
-			for (i = 0; i < kpmod->num_funcs; i++)
-				hash_del_rcu(&kpmod->funcs[i].node);
+	for (i = 0; i < upd->nr_touched; i++)
+		if (!upd->touched[i].add)
+			hash_del_rcu(&upd->touched[i].func->node);
 	kpatch_settle_sites(upd);	/* step 4 */
 	return 0;
 }
@@ -2683,17 +2767,10 @@ static int kpatch_update_cb(void *data)
 static void kpatch_set_op(struct kpatch_update *upd, enum kpatch_op add,
 			  enum kpatch_op remove)
 {
-	struct kpatch_module *kpmod;
-	int i;
+	unsigned int i;
 
-	for (i = 0; upd->add && i < upd->add->num_funcs; i++)
-		upd->add->funcs[i].op = add;
-	for (i = 0; upd->remove && i < upd->remove->num_funcs; i++)
-		upd->remove->funcs[i].op = remove;
-	if (upd->replace)
-		list_for_each_entry(kpmod, &kpatch_patches, list)
-			for (i = 0; i < kpmod->num_funcs; i++)
-				kpmod->funcs[i].op = remove;
+	for (i = 0; i < upd->nr_touched; i++)
+		upd->touched[i].func->op = upd->touched[i].add ? add : remove;
 }
 
 /*
@@ -2897,13 +2974,16 @@ static int kpatch_try(struct kpatch_update *upd)
 			goto err_unpin;
 	}
 
-	ret = kpatch_build_ranges(upd);
+	ret = kpatch_collect(upd);
 	if (ret)
 		goto err_kobj;
+	ret = kpatch_build_ranges(upd);
+	if (ret)
+		goto err_collect;
 	ret = kpmod ? kpatch_sites_add(upd) : 0;
 	if (ret)
 		goto err_ranges;
-	ret = kpatch_collect_sites(upd) ?: kpatch_collect_parts(upd);
+	ret = kpatch_collect_sites(upd);
 	if (!ret)
 		ret = kpatch_pre_hooks(upd);
 	if (!ret) {
@@ -2948,18 +3028,17 @@ static int kpatch_try(struct kpatch_update *upd)
 		if (old != upd->remove && !old->mod)
 			kpatch_free(old);	/* replaced, from the control file */
 	}
-	kfree(upd->parts);
-	upd->parts = NULL;
+	kpatch_uncollect(upd);
 	return 0;
 
 err_sites:
-	kfree(upd->parts);
-	upd->parts = NULL;
 	if (kpmod)
 		kpatch_sites_put(kpmod);
 err_ranges:
 	kfree(upd->ranges);
 	upd->ranges = NULL;
+err_collect:
+	kpatch_uncollect(upd);
 err_kobj:
 	if (kpmod) {
 		kobject_put(kpmod->kobj);
@@ -2993,7 +3072,7 @@ static int kpatch_dry_run(struct kpatch_update *upd)
 		if (ret)
 			return ret;
 	}
-	ret = kpatch_build_ranges(upd);
+	ret = kpatch_collect(upd) ?: kpatch_build_ranges(upd);
 	if (!ret && upd->nr_ranges && READ_ONCE(kpatch_exiting_lost)) {
 		pr_err("check %s '%s': out of memory recording an exiting task earlier, kpatch cannot check every stack any more\n",
 		       upd->verb, kpmod ? kpmod->name : upd->remove->name);
@@ -3003,6 +3082,7 @@ static int kpatch_dry_run(struct kpatch_update *upd)
 		ret = kpatch_prewalk(upd);
 	kfree(upd->ranges);
 	upd->ranges = NULL;
+	kpatch_uncollect(upd);
 	if (kpmod)
 		kpatch_unpin(kpmod);
 	return ret;
@@ -3636,37 +3716,6 @@ DEFINE_SHOW_ATTRIBUTE(kpatch_check);
 /* ------------------------------------------------------------------------
  * init and exit
  */
-
-/* Before 6.5: the direct call of kpatch_direct_anchor(), see there. */
-static int kpatch_direct_anchor_set(void)
-{
-#if defined(CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS) && \
-	defined(KPATCH_FTRACE_DIRECT_MULTI)
-	int ret;
-
-	ret = ftrace_set_filter_ip(&kpatch_direct_anchor_ops,
-				   (unsigned long)kpatch_direct_anchor, 0, 1);
-	if (!ret)
-		ret = kpatch_direct_ops_register(&kpatch_direct_anchor_ops);
-	if (ret) {
-		ftrace_free_filter(&kpatch_direct_anchor_ops);
-		pr_err("cannot set up the direct call anchor (%d)\n", ret);
-	}
-	return ret;
-#else
-	return 0;
-#endif
-}
-
-/* Drop the anchor of kpatch_init(); waits for an RCU-tasks grace period. */
-static void kpatch_direct_unanchor(void)
-{
-#if defined(CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS) && \
-	defined(KPATCH_FTRACE_DIRECT_MULTI)
-	kpatch_direct_ops_unregister(&kpatch_direct_anchor_ops);
-	ftrace_free_filter(&kpatch_direct_anchor_ops);
-#endif
-}
 
 /* The tracepoints of "Exiting tasks", registered from load to unload. */
 static struct kpatch_tp {

@@ -22,9 +22,8 @@
 #
 # 1. Stress: one thread per CPU calls f and g, a sender raises NMIs on
 #    every CPU whose handler calls f and g, and the update hook raises an
-#    NMI on the other CPUs at every update, while KPATCH_NMI_CYCLES
-#    (default 1000) cycles each go from no patch back to no patch, in four
-#    shapes:
+#    NMI on the other CPUs at every update, while cycles each go from no
+#    patch back to no patch, in four shapes:
 #      patch A, stack B, unpatch B, unpatch A
 #      patch A, stack B, unpatch A, unpatch B
 #      patch A, replace with C, unpatch C
@@ -33,10 +32,15 @@
 #    an update is in progress makes kpatch refuse it (EBUSY); that is
 #    retried up to 20 times.  Every few conversions (KPATCH_NMI_STOP_KICK,
 #    default 10) the stop hook itself raises an NMI on the other CPUs after
-#    converting the first field, and pauses between fields.  After every step a call of f and g from
-#    the shell must see the top patch, and the data must be in its
-#    version; no caller may ever see two generations; every update refused
-#    because an NMI ran must have run its undo hooks.
+#    converting the first field, and pauses between fields.  After every
+#    step a call of f and g from the shell must see the top patch, and the
+#    data must be in its version; no caller may ever see two generations;
+#    every update refused because an NMI ran must have run its undo hooks.
+#    KPATCH_NMI_CYCLES (default 200) cycles run, and then more, up to
+#    KPATCH_NMI_MAX_CYCLES (default 1000), until the run has seen all it
+#    checks: NMIs inside stop_machine(), updates refused because of one
+#    (and rolled back), and, with stop kicks, an NMI's old function on
+#    half-converted data.  A run that still lacks one of them fails.
 # 2. Failure paths, without the threads: an NMI that lands at UPDATING,
 #    while a stop hook converts (raised by the hook on the other CPUs, and
 #    waited for) or once the entries are published makes patch, stack,
@@ -61,7 +65,8 @@ KPATCH_MODDIR=$KPATCH_HOOKS/test_modules
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
 
-CYCLES=${KPATCH_NMI_CYCLES:-1000}
+CYCLES=${KPATCH_NMI_CYCLES:-200}
+MAX_CYCLES=${KPATCH_NMI_MAX_CYCLES:-1000}
 STRADDLE=${KPATCH_NMI_STRADDLE:-1}
 STOP_KICK=${KPATCH_NMI_STOP_KICK:-10}
 NMI_PARAMS=/sys/module/kpatch_test_nmi/parameters
@@ -264,9 +269,25 @@ data_violations() {
 	diag "last violation: $(nmi last_violation)"
 }
 
-start_test "$CYCLES cycles of patch, stack, replace and unpatch"
+# exercised: the cycles so far have seen every event the checks below
+# need to mean something: NMIs inside stop_machine() (which implies during
+# an update), updates refused because an NMI ran (the count compared with
+# the roll backs), and, with stop kicks, an update rolled back after an
+# NMI's old function saw half-converted data.  Reads the counts without a
+# fork; refused_nmi is as of the last scan_log.
+exercised() {
+	[ "$refused_nmi" -gt 0 ] || return 1
+	nmi_read nmis_in_stop_machine
+	[ "$NMI_VAL" -gt 0 ] || return 1
+	[ "$STOP_KICK" -gt 0 ] || return 0
+	nmi_read rollbacks_old_calls
+	[ "$NMI_VAL" -gt 0 ]
+}
+
+start_test "$CYCLES to $MAX_CYCLES cycles of patch, stack, replace and unpatch"
 diag "% for i in \$(seq $CYCLES); do patch A, stack B, replace with C," \
-	"unpatch, ...; done  (EBUSY retried up to $MAX_TRIES times)"
+	"unpatch, ...; done  (EBUSY retried up to $MAX_TRIES times)," \
+	"then more, up to $MAX_CYCLES, until every event checked below was seen"
 nmi_set kick_every 1
 nmi_set stop_kick_every "$STOP_KICK"
 busy_retries=0
@@ -281,14 +302,21 @@ updates0=$(nmi updates)
 rollbacks0=$(nmi rollbacks)
 start=$(date +%s)
 i=0
-while [ "$i" -lt "$CYCLES" ]; do
+while [ "$i" -lt "$MAX_CYCLES" ]; do
 	i=$((i + 1))
 	if ! cycle "$i"; then
 		for _n in C B A; do
 			fast_kp unpatch "$_n" 2>/dev/null
 		done
 	fi
-	[ $((i % 100)) -ne 0 ] || scan_log
+	# Past the minimum, stop at the first scan (every 4 cycles: each shape
+	# as often as the others) once everything was seen.
+	if [ "$i" -lt "$CYCLES" ]; then
+		[ $((i % 100)) -ne 0 ] || scan_log
+	elif [ $((i % 4)) -eq 0 ]; then
+		scan_log
+		! exercised || break
+	fi
 done
 scan_log
 secs=$(($(date +%s) - start))
@@ -332,6 +360,7 @@ else
 	diag "$bad_log"
 fi
 check "the stop hooks converted the data" modparam_positive kpatch_test_nmi conversions
+check "NMIs made updates fail" test "$refused_nmi" -gt 0
 check_eq "every update an NMI made fail ran its undo hooks" "$refused_nmi" "$rollbacks"
 if [ "$STOP_KICK" -gt 0 ]; then
 	check "NMIs landed while a stop hook converted, and rolled the update back" \

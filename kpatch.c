@@ -199,7 +199,7 @@ static DEFINE_HASHTABLE(kpatch_func_hash, KPATCH_HASH_BITS);
  * Targets are written only by the stop_machine() callback, and when a site
  * is made (0, before any call can reach it).  A direct site's target is in
  * its slot of kpatch_direct_table, next to its key, in the form the
- * trampoline returns to (see kpatch_site_set()); an ftrace_ops site's is
+ * trampoline returns to (see kpatch_site_settle()); an ftrace_ops site's is
  * next to its ftrace_ops (struct kpatch_fops), where the handler finds it.
  */
 #define KPATCH_TARGET_SLOW	1UL
@@ -229,7 +229,7 @@ struct kpatch_site {
 	struct module *mod;		/* pinned: the module of ip, or NULL */
 	struct kpatch_group *grp;	/* direct site: its group */
 	struct list_head grp_node;	/* direct site: in grp->sites */
-	unsigned int slot;		/* direct site: kpatch_direct_table[slot] */
+	struct kpatch_direct_slot *slot; /* direct site: in kpatch_direct_table */
 	struct kpatch_fops *fops;	/* ftrace_ops site */
 };
 
@@ -1457,7 +1457,7 @@ static void notrace kpatch_ftrace_handler(unsigned long ip,
  * return address.  The trampoline looks the first up in
  * kpatch_direct_table, overwrites that return address with the slot's
  * target and returns.  The target is always an address to return to, so
- * that the trampoline tests nothing but the key (see kpatch_site_set()):
+ * that the trampoline tests nothing but the key (see kpatch_site_settle()):
  * the replacement, which then runs exactly as if the caller had called
  * it; the key itself, to go on in f; or kpatch_direct_slowpath, which
  * asks kpatch_redirect_slow(), saving the argument registers around the
@@ -1756,24 +1756,36 @@ static struct kpatch_site *kpatch_site_find(unsigned long ip)
 }
 
 /*
- * Set the target of @site, see struct kpatch_site.  A direct site's is
- * the address its trampoline returns to: 0 becomes the key (f's fentry
- * return address: the call goes on in f), KPATCH_TARGET_SLOW becomes
- * kpatch_direct_slowpath.
+ * The targets of @site, see struct kpatch_site.  A direct site's is the
+ * address its trampoline returns to: kpatch_direct_slowpath for the slow
+ * path, the new function, or the key (f's fentry return address) for no
+ * entry, so that the call goes on in f.  Both run in the stop_machine()
+ * callback, once per changed function.
  */
-static void kpatch_site_set(struct kpatch_site *site, unsigned long target)
+static void kpatch_site_mark(struct kpatch_site *site)
 {
 #ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
 	if (site->grp) {
-		if (target == KPATCH_TARGET_SLOW)
-			target = (unsigned long)kpatch_direct_slowpath;
-		else if (!target)
-			target = site->ip + MCOUNT_INSN_SIZE;
-		WRITE_ONCE(kpatch_direct_table[site->slot].target, target);
+		WRITE_ONCE(site->slot->target,
+			   (unsigned long)kpatch_direct_slowpath);
 		return;
 	}
 #endif
-	WRITE_ONCE(site->fops->target, target);
+	WRITE_ONCE(site->fops->target, KPATCH_TARGET_SLOW);
+}
+
+/* The final target of @site: @func's new function, or none if NULL. */
+static void kpatch_site_settle(struct kpatch_site *site,
+			       struct kpatch_func *func)
+{
+#ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
+	if (site->grp) {
+		WRITE_ONCE(site->slot->target, func ? func->new_addr :
+			   site->ip + MCOUNT_INSN_SIZE);
+		return;
+	}
+#endif
+	WRITE_ONCE(site->fops->target, func ? func->new_addr : 0);
 }
 
 #ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
@@ -1790,7 +1802,7 @@ static unsigned int kpatch_direct_hash(unsigned long key)
  * Add @key with the target of no entry (the key itself), and return its
  * slot.  There is room.
  */
-static unsigned int kpatch_direct_insert(unsigned long key)
+static struct kpatch_direct_slot *kpatch_direct_insert(unsigned long key)
 {
 	struct kpatch_direct_slot *tab = kpatch_direct_table;
 	unsigned int i = kpatch_direct_hash(key);
@@ -1808,7 +1820,7 @@ static unsigned int kpatch_direct_insert(unsigned long key)
 	 */
 	smp_wmb();
 	WRITE_ONCE(tab[i].key, key);
-	return i;
+	return &tab[i];
 }
 
 /*
@@ -1823,10 +1835,11 @@ static unsigned int kpatch_direct_insert(unsigned long key)
  * slot stay, and insertion reuses them.  So no tombstone is ever followed
  * by an empty slot, and a table without live keys is empty.
  */
-static void kpatch_direct_remove(unsigned int slot)
+static void kpatch_direct_remove(struct kpatch_direct_slot *s)
 {
 	const unsigned int mask = KPATCH_DIRECT_SLOTS - 1;
 	struct kpatch_direct_slot *tab = kpatch_direct_table;
+	unsigned int slot = s - tab;
 
 	WRITE_ONCE(tab[slot].key, KPATCH_DIRECT_GONE);
 	kpatch_direct_live--;
@@ -2676,7 +2689,7 @@ static void kpatch_settle_sites(struct kpatch_update *upd)
 
 	for (i = 0; i < upd->nr_sites; i++) {
 		func = kpatch_first_func(upd->sites[i]->ip);
-		kpatch_site_set(upd->sites[i], func ? func->new_addr : 0);
+		kpatch_site_settle(upd->sites[i], func);
 	}
 }
 
@@ -2746,7 +2759,7 @@ static int kpatch_update_cb(void *data)
 	 * kpatch_redirect_slow().
 	 */
 	for (i = 0; i < upd->nr_sites; i++)
-		kpatch_site_set(upd->sites[i], KPATCH_TARGET_SLOW);
+		kpatch_site_mark(upd->sites[i]);
 	smp_wmb();	/* marks before state; see above */
 	atomic_set(&kpatch_state, KPATCH_STATE_UPDATING);
 	smp_wmb();	/* state before table; see above */

@@ -76,6 +76,7 @@
 #include <linux/string.h>
 #include <linux/tracepoint.h>
 #include <linux/uaccess.h>
+#include <linux/vmalloc.h>
 #include <asm/ibt.h>
 #include <asm/linkage.h>
 #include <asm/nops.h>
@@ -83,6 +84,7 @@
 #include <asm/pgtable.h>
 #include <asm/text-patching.h>
 #include <asm/unwind.h>
+#include <asm/unwind_hints.h>
 
 #include "kpatch.h"
 
@@ -309,8 +311,9 @@ static DEFINE_HASHTABLE(kpatch_func_hash, KPATCH_HASH_BITS);
  *    goes through the state machine below (kpatch_redirect_slow()).
  * Targets are written only by the stop_machine() callback, and when a site
  * is made (0, before any call can reach it).  A direct site's target is in
- * kpatch_direct_target[], next to its key; an ftrace_ops site's is next
- * to its ftrace_ops (struct kpatch_fops), where the handler finds it.
+ * its slot of kpatch_direct_table, next to its key, in the form the
+ * trampoline returns to (see kpatch_site_settle()); an ftrace_ops site's is
+ * next to its ftrace_ops (struct kpatch_fops), where the handler finds it.
  */
 #define KPATCH_TARGET_SLOW	1UL
 
@@ -339,20 +342,31 @@ struct kpatch_site {
 	struct module *mod;		/* pinned: the module of ip, or NULL */
 	struct kpatch_group *grp;	/* direct site: its group */
 	struct list_head grp_node;	/* direct site: in grp->sites */
-	unsigned int slot;		/* direct site: kpatch_direct_*[slot] */
+	struct kpatch_direct_slot *slot; /* direct site: in kpatch_direct_table */
 	struct kpatch_fops *fops;	/* ftrace_ops site */
 };
 
-static DEFINE_HASHTABLE(kpatch_site_hash, KPATCH_HASH_BITS);
+/*
+ * Only looked at under kpatch_mutex, when an update makes or drops its
+ * sites, never on a call: a small table keeps kpatch.ko small, and a
+ * lookup walks a chain of a few dozen sites at worst.
+ */
+#define KPATCH_SITE_BITS	7
+static DEFINE_HASHTABLE(kpatch_site_hash, KPATCH_SITE_BITS);
 
 /*
  * The table the direct trampoline looks its caller up in: open addressing
  * with linear probing, keyed by the return address of the fentry call
  * (ip + MCOUNT_INSN_SIZE), hashed by a multiply of its low 32 bits.
- * Static arrays, so that the trampoline addresses them directly.
+ * A slot is 16 bytes, the key and the address the trampoline returns to,
+ * so that the trampoline reaches both from one pointer.
+ *
+ * The table is allocated with the first direct site and freed when the
+ * last one goes (kpatch_direct_table_get() and kpatch_direct_table_put()):
+ * 64 KiB that kpatch does not hold while it has no direct site.
  *
  * Written under kpatch_mutex, read by the trampoline without any lock.  A
- * key is added (target 0 first, then the key) before its direct call is
+ * key is added (its target first, then the key) before its direct call is
  * registered, and removed (replaced by KPATCH_DIRECT_GONE, which a lookup
  * steps over) only after the call is unregistered, which waits for every
  * task inside the trampoline.  Live entries never move, and a slot
@@ -368,8 +382,18 @@ static DEFINE_HASHTABLE(kpatch_site_hash, KPATCH_HASH_BITS);
 #define KPATCH_DIRECT_GONE	1UL
 #define KPATCH_DIRECT_MUL	0x61c88647	/* 2^32 / golden ratio */
 
-static unsigned long kpatch_direct_key[KPATCH_DIRECT_SLOTS] __used;
-static unsigned long kpatch_direct_target[KPATCH_DIRECT_SLOTS] __used;
+struct kpatch_direct_slot {
+	unsigned long key;		/* offset 0, for the asm */
+	unsigned long target;		/* offset 8, for the asm */
+};
+
+/*
+ * The trampoline loads this pointer on every call.  It is set before the
+ * first direct call is registered and cleared only after the last one is
+ * unregistered, so a trampoline never finds it NULL (the direct call of
+ * kpatch_direct_anchor() is never made).
+ */
+static struct kpatch_direct_slot *kpatch_direct_table __used;
 static unsigned int kpatch_direct_used;	/* slots live or gone */
 static unsigned int kpatch_direct_live;
 static bool kpatch_direct_full_logged;	/* until there is room again */
@@ -1595,12 +1619,15 @@ static void notrace kpatch_ftrace_handler(unsigned long ip,
  *
  * and finds on the stack f's fentry return address, then the caller's
  * return address.  The trampoline looks the first up in
- * kpatch_direct_key[], and if the target is a function, overwrites that
- * return address with it and returns: the replacement then runs exactly
- * as if the caller had called it.  Otherwise it returns into f (target 0),
- * or asks kpatch_redirect_slow() (KPATCH_TARGET_SLOW), saving the argument
- * registers around the call.  Only %r10 and %r11, which carry no argument
- * at a function's entry, are used on the fast path.
+ * kpatch_direct_table, overwrites that return address with the slot's
+ * target and returns.  The target is always an address to return to, so
+ * that the trampoline tests nothing but the key (see kpatch_site_settle()):
+ * the replacement, which then runs exactly as if the caller had called
+ * it; the key itself, to go on in f; or kpatch_direct_slowpath, which
+ * asks kpatch_redirect_slow(), saving the argument registers around the
+ * call.  Only %r10 and %r11, which carry no argument at a function's
+ * entry, are used on the fast path, and %r11 still holds the key when the
+ * trampoline returns into kpatch_direct_slowpath.
  *
  * The trampoline is an ordinary function for objtool: one return address
  * on the stack on every path, no frame, so the ORC data objtool writes for
@@ -1641,19 +1668,49 @@ asm(".pushsection .text, \"ax\", @progbits\n"
 "	movq	(%rsp), %r11\n"
 "	imull	$" KPATCH_STR(KPATCH_DIRECT_MUL) ", %r11d, %r10d\n"
 "	shrl	$(32 - " KPATCH_STR(KPATCH_DIRECT_BITS) "), %r10d\n"
-"1:	cmpq	%r11, kpatch_direct_key(, %r10, 8)\n"
-"	jne	3f\n"
-"	movq	kpatch_direct_target(, %r10, 8), %r10\n"
-"	cmpq	$" KPATCH_STR(KPATCH_TARGET_SLOW) ", %r10\n"
-"	jbe	4f\n"
-"2:	movq	%r10, (%rsp)\n"
+"	shll	$4, %r10d\n"
+"	addq	kpatch_direct_table(%rip), %r10\n"
+"1:	cmpq	%r11, (%r10)\n"
+"	jne	2f\n"
+"	movq	8(%r10), %r10\n"
+"	movq	%r10, (%rsp)\n"
 	ASM_RET
-"3:	cmpq	$0, kpatch_direct_key(, %r10, 8)\n"
-"	je	5f\n"
-"	incl	%r10d\n"
-"	andl	$(" KPATCH_STR(KPATCH_DIRECT_SLOTS) " - 1), %r10d\n"
+"2:	cmpq	$0, (%r10)\n"
+"	je	3f\n"
+"	subq	kpatch_direct_table(%rip), %r10\n"
+"	addl	$16, %r10d\n"
+"	andl	$(" KPATCH_STR(KPATCH_DIRECT_SLOTS) " * 16 - 1), %r10d\n"
+"	addq	kpatch_direct_table(%rip), %r10\n"
 "	jmp	1b\n"
-"4:	jb	5f\n"
+"3:\n"
+	ASM_RET
+"	.size	kpatch_direct_tramp, . - kpatch_direct_tramp\n"
+"	.popsection\n"
+);
+
+/*
+ * The target of a direct site whose calls take the slow path.  The
+ * trampoline returns into it with the caller's return address on the
+ * stack, as if the caller had called it, and the key, f's fentry return
+ * address, in %r11.  Pushing the key rebuilds the stack of the
+ * trampoline's entry, which the unwind hint tells objtool, so that from
+ * there on the unwinder and the stack check see f's fentry return address
+ * as in the trampoline.  Before the push the task is, for them, about to
+ * call f, and the lookup it then makes sees the table as it is by then.
+ * The second return (a push and a RET) is accounted for where the kernel
+ * tracks call depth.  Entered by RET, not by a call, it has an ENDBR only
+ * because its address is taken.
+ */
+asmlinkage void kpatch_direct_slowpath(void);
+
+asm(".pushsection .text, \"ax\", @progbits\n"
+"	.balign	16\n"
+"	.type	kpatch_direct_slowpath, @function\n"
+"kpatch_direct_slowpath:\n"
+	ASM_ENDBR
+	CALL_DEPTH_ACCOUNT "\n"
+"	pushq	%r11\n"
+	UNWIND_HINT_FUNC
 "	pushq	%rdi\n"
 "	pushq	%rsi\n"
 "	pushq	%rdx\n"
@@ -1672,10 +1729,11 @@ asm(".pushsection .text, \"ax\", @progbits\n"
 "	popq	%rsi\n"
 "	popq	%rdi\n"
 "	testq	%r10, %r10\n"
-"	jnz	2b\n"
-"5:\n"
+"	jz	1f\n"
+"	movq	%r10, (%rsp)\n"
+"1:\n"
 	ASM_RET
-"	.size	kpatch_direct_tramp, . - kpatch_direct_tramp\n"
+"	.size	kpatch_direct_slowpath, . - kpatch_direct_slowpath\n"
 "	.popsection\n"
 );
 
@@ -1836,16 +1894,37 @@ static struct kpatch_site *kpatch_site_find(unsigned long ip)
 	return NULL;
 }
 
-/* Set the target of @site, see struct kpatch_site. */
-static void kpatch_site_set(struct kpatch_site *site, unsigned long target)
+/*
+ * The targets of @site, see struct kpatch_site.  A direct site's is the
+ * address its trampoline returns to: kpatch_direct_slowpath for the slow
+ * path, the new function, or the key (f's fentry return address) for no
+ * entry, so that the call goes on in f.  Both run in the stop_machine()
+ * callback, once per changed function.
+ */
+static void kpatch_site_mark(struct kpatch_site *site)
 {
 #ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
 	if (site->grp) {
-		WRITE_ONCE(kpatch_direct_target[site->slot], target);
+		WRITE_ONCE(site->slot->target,
+			   (unsigned long)kpatch_direct_slowpath);
 		return;
 	}
 #endif
-	WRITE_ONCE(site->fops->target, target);
+	WRITE_ONCE(site->fops->target, KPATCH_TARGET_SLOW);
+}
+
+/* The final target of @site: @func's new function, or none if NULL. */
+static void kpatch_site_settle(struct kpatch_site *site,
+			       struct kpatch_func *func)
+{
+#ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
+	if (site->grp) {
+		WRITE_ONCE(site->slot->target, func ? func->new_addr :
+			   site->ip + MCOUNT_INSN_SIZE);
+		return;
+	}
+#endif
+	WRITE_ONCE(site->fops->target, func ? func->new_addr : 0);
 }
 
 #ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
@@ -1853,28 +1932,34 @@ static void kpatch_site_set(struct kpatch_site *site, unsigned long target)
 static unsigned int kpatch_direct_hash(unsigned long key)
 {
 	BUILD_BUG_ON(KPATCH_DIRECT_SLOTS != 1U << KPATCH_DIRECT_BITS);
+	BUILD_BUG_ON(sizeof(struct kpatch_direct_slot) != 16 ||
+		     offsetof(struct kpatch_direct_slot, target) != 8);
 	return ((u32)key * KPATCH_DIRECT_MUL) >> (32 - KPATCH_DIRECT_BITS);
 }
 
-/* Add @key with target 0, and return its slot.  There is room. */
-static unsigned int kpatch_direct_insert(unsigned long key)
+/*
+ * Add @key with the target of no entry (the key itself), and return its
+ * slot.  There is room.
+ */
+static struct kpatch_direct_slot *kpatch_direct_insert(unsigned long key)
 {
+	struct kpatch_direct_slot *tab = kpatch_direct_table;
 	unsigned int i = kpatch_direct_hash(key);
 
-	while (kpatch_direct_key[i] > KPATCH_DIRECT_GONE)
+	while (tab[i].key > KPATCH_DIRECT_GONE)
 		i = (i + 1) & (KPATCH_DIRECT_SLOTS - 1);
-	if (!kpatch_direct_key[i])
+	if (!tab[i].key)
 		kpatch_direct_used++;
 	kpatch_direct_live++;
-	WRITE_ONCE(kpatch_direct_target[i], 0);
+	WRITE_ONCE(tab[i].target, key);
 	/*
 	 * The target before the key, for a trampoline that finds the key
 	 * (x86 keeps the trampoline's two loads in order).  No call can reach
 	 * the key before its direct call is registered anyway.
 	 */
 	smp_wmb();
-	WRITE_ONCE(kpatch_direct_key[i], key);
-	return i;
+	WRITE_ONCE(tab[i].key, key);
+	return &tab[i];
 }
 
 /*
@@ -1889,20 +1974,78 @@ static unsigned int kpatch_direct_insert(unsigned long key)
  * slot stay, and insertion reuses them.  So no tombstone is ever followed
  * by an empty slot, and a table without live keys is empty.
  */
-static void kpatch_direct_remove(unsigned int slot)
+static void kpatch_direct_remove(struct kpatch_direct_slot *s)
 {
 	const unsigned int mask = KPATCH_DIRECT_SLOTS - 1;
+	struct kpatch_direct_slot *tab = kpatch_direct_table;
+	unsigned int slot = s - tab;
 
-	WRITE_ONCE(kpatch_direct_key[slot], KPATCH_DIRECT_GONE);
+	WRITE_ONCE(tab[slot].key, KPATCH_DIRECT_GONE);
 	kpatch_direct_live--;
-	while (kpatch_direct_key[slot] == KPATCH_DIRECT_GONE &&
-	       !kpatch_direct_key[(slot + 1) & mask]) {
-		WRITE_ONCE(kpatch_direct_key[slot], 0);
+	while (tab[slot].key == KPATCH_DIRECT_GONE &&
+	       !tab[(slot + 1) & mask].key) {
+		WRITE_ONCE(tab[slot].key, 0);
 		kpatch_direct_used--;
 		kpatch_direct_full_logged = false;
 		slot = (slot - 1) & mask;
 	}
 	WARN_ON_ONCE(!kpatch_direct_live && kpatch_direct_used);
+}
+
+/*
+ * The table exists while kpatch has a direct site.  kpatch_direct_add()
+ * gets it before it inserts the first key, so the pointer is set before
+ * any direct call of kpatch_direct_tramp can be made.
+ */
+static int kpatch_direct_table_get(void)
+{
+	struct kpatch_direct_slot *tab;
+
+	if (kpatch_direct_table)
+		return 0;
+	tab = vzalloc(array_size(KPATCH_DIRECT_SLOTS, sizeof(*tab)));
+	if (!tab)
+		return -ENOMEM;
+	WRITE_ONCE(kpatch_direct_table, tab);
+	return 0;
+}
+
+/*
+ * Free the table once no direct site is left.  Who could still read it:
+ * only a task in kpatch_direct_tramp, which loads the pointer and reads
+ * slots, because kpatch_direct_slowpath and the functions it returns to
+ * do not.  A task reaches the trampoline only through a direct call of a
+ * group, and the caller has just unregistered the last group: ftrace's
+ * unregister (ftrace_shutdown() of a module's ftrace_ops, which ftrace
+ * flags FTRACE_OPS_FL_DYNAMIC) waits for synchronize_rcu_tasks_rude() and,
+ * on preemptible kernels, synchronize_rcu_tasks(), that is for every task
+ * that was in the trampoline, even preempted there.  The calls of a group
+ * that failed to register are covered by kpatch_direct_table_release().
+ */
+static void kpatch_direct_table_put(void)
+{
+	struct kpatch_direct_slot *tab = kpatch_direct_table;
+
+	if (kpatch_direct_live)
+		return;
+	WRITE_ONCE(kpatch_direct_table, NULL);
+	vfree(tab);
+}
+
+/*
+ * At unload: a table is left only if the group that would have been its
+ * first failed to register.  ftrace may have let a call into the
+ * trampoline while it tried (its list function, for a function that
+ * another ftrace_ops also hooks), and did not wait for it when it gave
+ * up, so wait here for every task to leave the trampoline.
+ */
+static void kpatch_direct_table_release(void)
+{
+	if (!kpatch_direct_table)
+		return;
+	synchronize_rcu_tasks();
+	vfree(kpatch_direct_table);
+	kpatch_direct_table = NULL;
 }
 
 static void kpatch_group_free(struct kpatch_group *grp)
@@ -1933,6 +2076,9 @@ static int kpatch_direct_add(unsigned long *ips, struct module **mods,
 	if (!READ_ONCE(kpatch_direct) ||
 	    kpatch_direct_used + n > KPATCH_DIRECT_MAX)
 		return -ENOSPC;
+	ret = kpatch_direct_table_get();
+	if (ret)
+		return ret;
 	grp = kzalloc(sizeof(*grp), GFP_KERNEL);
 	if (!grp)
 		return -ENOMEM;
@@ -1986,6 +2132,7 @@ static void kpatch_group_put(struct kpatch_site *site)
 		hash_del(&site->node);
 	}
 	kpatch_group_free(grp);
+	kpatch_direct_table_put();
 }
 #else
 static int kpatch_direct_add(unsigned long *ips, struct module **mods,
@@ -2004,6 +2151,10 @@ static int kpatch_direct_anchor_set(void)
 }
 
 static void kpatch_direct_unanchor(void)
+{
+}
+
+static void kpatch_direct_table_release(void)
 {
 }
 #endif /* CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS */
@@ -2620,7 +2771,7 @@ static void kpatch_settle_sites(struct kpatch_update *upd)
 
 	for (i = 0; i < upd->nr_sites; i++) {
 		func = kpatch_first_func(upd->sites[i]->ip);
-		kpatch_site_set(upd->sites[i], func ? func->new_addr : 0);
+		kpatch_site_settle(upd->sites[i], func);
 	}
 }
 
@@ -2690,7 +2841,7 @@ static int kpatch_update_cb(void *data)
 	 * kpatch_redirect_slow().
 	 */
 	for (i = 0; i < upd->nr_sites; i++)
-		kpatch_site_set(upd->sites[i], KPATCH_TARGET_SLOW);
+		kpatch_site_mark(upd->sites[i]);
 	smp_wmb();	/* marks before state; see above */
 	atomic_set(&kpatch_state, KPATCH_STATE_UPDATING);
 	smp_wmb();	/* state before table; see above */
@@ -3855,6 +4006,7 @@ static void __exit kpatch_exit(void)
 	unregister_module_notifier(&kpatch_module_nb);
 	kpatch_exiting_stop(ARRAY_SIZE(kpatch_tps));
 	kpatch_direct_unanchor();
+	kpatch_direct_table_release();
 	unregister_ftrace_function(&kpatch_anchor_ops);
 	ftrace_free_filter(&kpatch_anchor_ops);
 	ftrace_free_filter(&kpatch_probe_ops);

@@ -142,6 +142,12 @@ report() {
 	awk -F, -v kver="$1" '
 		NR > 1 { v[$2] = $3 }
 		function ipc(x) { return sprintf("%.1f", x / 1000) }
+		function grouped(x,	s) {
+			s = sprintf("%d", x)
+			while (s ~ /[0-9][0-9][0-9][0-9]/)
+				sub(/[0-9][0-9][0-9]($|,)/, ",&", s)
+			return s
+		}
 		function pct(x, of) { return of > 0 ? sprintf("%.2f %%", 100 * x / of) : "-" }
 		function row(name, key) {
 			over = sprintf("%+.1f", (v[key] - v["calls_unpatched"]) / 1000)
@@ -206,6 +212,11 @@ report() {
 			printf "| %d | %d | %d | %d | %d |\n", v["kpatch_ko_text"],
 				v["kpatch_ko_data"], v["kpatch_ko_bss"], v["sizeof_kpatch_func"],
 				v["sizeof_kpatch_func"] + 16 + 64 + 2 * 32
+			text = v["kpatch_ko_text"]
+			ram = v["kpatch_ko_data"] + v["kpatch_ko_bss"]
+			printf "\nTargets: text <= 20 KiB: %s (%s); bss + data <= 16 KiB: %s (%s)\n",
+				text <= 20480 ? "yes" : "no", grouped(text),
+				ram <= 16384 ? "yes" : "no", grouped(ram)
 			print "\nApply latency through the control file, idle guest (instructions = ns):\n"
 			print "| functions | write() returns | patch seen active |"
 			print "|---:|---:|---:|"

@@ -225,6 +225,13 @@ static bool kpatch_endbr(unsigned long addr, bool sealed_too)
 #define KPATCH_DIRECT_ANCHOR	0
 #endif
 
+/* Test builds call a hook at points of an update; see the end of the file. */
+#ifdef KPATCH_TEST_HOOKS
+static void kpatch_test_point(enum kpatch_test_point point);
+#else
+#define kpatch_test_point(point) do { } while (0)
+#endif
+
 /* Longest patch name, and longest command accepted by the control file. */
 #define KPATCH_NAME_MAX		63
 #define KPATCH_CMD_MAX		4096
@@ -263,7 +270,7 @@ MODULE_PARM_DESC(direct,
 		 "redirect through ftrace direct calls where possible (default Y); N: always the ftrace_ops path");
 
 /* ------------------------------------------------------------------------
- * Types and state
+ * Patches and updates
  */
 
 /*
@@ -277,250 +284,6 @@ static DEFINE_MUTEX(kpatch_mutex);
 
 /* Enabled patches, oldest first.  Protected by kpatch_mutex. */
 static LIST_HEAD(kpatch_patches);
-
-/*
- * The function table: every enabled kpatch_func, hashed by ftrace location.
- * Entries for the same function are chained newest first, so the first
- * match is the one that runs.  Writers: only the stop_machine() callback.
- * Readers: the slow path of the redirect, in any context including NMI
- * (see the state machine below), and holders of kpatch_mutex.
- */
-#define KPATCH_HASH_BITS	10
-static DEFINE_HASHTABLE(kpatch_func_hash, KPATCH_HASH_BITS);
-
-/*
- * A site is the fentry call of one patched function, and the way its calls
- * reach the replacement: an ftrace direct call into kpatch_direct_tramp
- * (a direct site), or an IPMODIFY ftrace_ops of its own whose handler sets
- * the return address (an ftrace_ops site).  A site is made before the
- * update that first patches its function, and released after the update
- * that leaves no entry for it.  Sites are made, found and freed under
- * kpatch_mutex, in kpatch_site_hash.
- *
- * A site holds a reference on the module of its function and on kpatch
- * itself for as long as it hooks the function (kpatch_site_alloc() and
- * kpatch_site_free()), whatever the patches do: a direct site can outlive
- * the last patch of its function (see struct kpatch_group), and a site
- * whose removal failed stays for good.  So no module is unloaded, and
- * neither is kpatch.ko, while an fentry call still leads into kpatch.
- *
- * Each site has a target, which the fast paths read without any lock:
- *  - an address above KPATCH_TARGET_SLOW: the new function to run;
- *  - 0: no entry; the old function runs;
- *  - KPATCH_TARGET_SLOW: an update is changing this function; the call
- *    goes through the state machine below (kpatch_redirect_slow()).
- * Targets are written only by the stop_machine() callback, and when a site
- * is made (0, before any call can reach it).  A direct site's target is in
- * its slot of kpatch_direct_table, next to its key, in the form the
- * trampoline returns to (see kpatch_site_settle()); an ftrace_ops site's is
- * next to its ftrace_ops (struct kpatch_fops), where the handler finds it.
- */
-#define KPATCH_TARGET_SLOW	1UL
-
-struct kpatch_fops {
-	struct ftrace_ops ops;		/* filter: the site's ip */
-	unsigned long target;
-};
-
-/*
- * Direct sites are made in groups, one per update, that share one direct
- * ftrace_ops: registering and unregistering an ftrace_ops costs a code
- * update and an RCU-tasks grace period, and a patch of a thousand
- * functions should not pay that a thousand times.  A site whose function
- * is no longer patched stays in its group with target 0 (its calls go on
- * to the old function after a few instructions in the trampoline) until
- * every site of the group is unused; then the group goes.
- */
-struct kpatch_group {
-	struct ftrace_ops ops;
-	struct list_head sites;
-};
-
-struct kpatch_site {
-	struct hlist_node node;		/* in kpatch_site_hash */
-	unsigned long ip;
-	struct module *mod;		/* pinned: the module of ip, or NULL */
-	struct kpatch_group *grp;	/* direct site: its group */
-	struct list_head grp_node;	/* direct site: in grp->sites */
-	struct kpatch_direct_slot *slot; /* direct site: in kpatch_direct_table */
-	struct kpatch_fops *fops;	/* ftrace_ops site */
-};
-
-/*
- * Only looked at under kpatch_mutex, when an update makes or drops its
- * sites, never on a call: a small table keeps kpatch.ko small, and a
- * lookup walks a chain of a few dozen sites at worst.
- */
-#define KPATCH_SITE_BITS	7
-static DEFINE_HASHTABLE(kpatch_site_hash, KPATCH_SITE_BITS);
-
-/*
- * The table the direct trampoline looks its caller up in: open addressing
- * with linear probing, keyed by the return address of the fentry call
- * (ip + MCOUNT_INSN_SIZE), hashed by a multiply of its low 32 bits.
- * A slot is 16 bytes, the key and the address the trampoline returns to,
- * so that the trampoline reaches both from one pointer.
- *
- * The table is allocated with the first direct site and freed when the
- * last one goes (kpatch_direct_table_get() and kpatch_direct_table_put()):
- * 64 KiB that kpatch does not hold while it has no direct site.
- *
- * Written under kpatch_mutex, read by the trampoline without any lock.  A
- * key is added (its target first, then the key) before its direct call is
- * registered, and removed (replaced by KPATCH_DIRECT_GONE, which a lookup
- * steps over) only after the call is unregistered, which waits for every
- * task inside the trampoline.  Live entries never move, and a slot
- * becomes empty again only where no lookup for a live key can pass it
- * (see kpatch_direct_remove()), so a lookup always reaches its key before
- * an empty slot.  At most KPATCH_DIRECT_MAX slots are used (live or
- * gone), which keeps lookups short; beyond that, new sites take the
- * ftrace_ops path, and the update says so in the log.
- */
-#define KPATCH_DIRECT_BITS	12
-#define KPATCH_DIRECT_SLOTS	4096	/* 2^KPATCH_DIRECT_BITS, for the asm */
-#define KPATCH_DIRECT_MAX	(KPATCH_DIRECT_SLOTS / 2)
-#define KPATCH_DIRECT_GONE	1UL
-#define KPATCH_DIRECT_MUL	0x61c88647	/* 2^32 / golden ratio */
-
-struct kpatch_direct_slot {
-	unsigned long key;		/* offset 0, for the asm */
-	unsigned long target;		/* offset 8, for the asm */
-};
-
-/*
- * The trampoline loads this pointer on every call.  It is set before the
- * first direct call is registered and cleared only after the last one is
- * unregistered, so a trampoline never finds it NULL (the direct call of
- * kpatch_direct_anchor() is never made).
- */
-static struct kpatch_direct_slot *kpatch_direct_table __used;
-static unsigned int kpatch_direct_used;	/* slots live or gone */
-static unsigned int kpatch_direct_live;
-static bool kpatch_direct_full_logged;	/* until there is room again */
-
-/*
- * The state machine that keeps the redirect consistent while an update
- * changes the table under it.
- *
- *         +-----------------------------------------------------+
- *         |                                                     |
- *         |                                                     +
- *         v                                     +---> KPATCH_STATE_SUCCESS
- * KPATCH_STATE_IDLE +---> KPATCH_STATE_UPDATING |
- *         ^                                     +---> KPATCH_STATE_FAILURE
- *         |                                                     +
- *         |                                                     |
- *         +-----------------------------------------------------+
- *
- * The fast paths of the redirect read only a site's target (see struct
- * kpatch_site); the state machine guards the slow path, which the calls of
- * every function an update changes take while the update runs (the
- * update sets their targets to KPATCH_TARGET_SLOW first).  Outside
- * stop_machine() neither can change under a caller: the only writer is the
- * stop_machine() callback.  Inside it, two kinds of caller can still run
- * concurrently with the writer: NMIs on any CPU, and the functions the
- * other CPUs call while they spin in the stop_machine() loop.
- *
- * A caller that calls several changed functions (an NMI handler calling
- * f, then g) gets them all from one version: the whole argument is at
- * kpatch_update_cb(), after the slow path.
- *
- * KPATCH_STATE_IDLE: no update is changing the table.  The first entry for a
- * function is the one that runs; func->op is ignored.
- *
- * KPATCH_STATE_UPDATING: set by the callback when it starts, before the
- * stack check; the update may have published part of its entries.  A caller that
- * finds this state moves it to FAILURE (and records which function it
- * called), which makes the update roll back: the caller is proof that a
- * patched function ran during the update, the same thing the stack check
- * refuses.
- *
- * KPATCH_STATE_FAILURE: the update will not take effect.  Entries with
- * op == KPATCH_OP_PATCH are skipped; entries being removed (KPATCH_OP_UNPATCH)
- * are still in the table and still count.  Every caller sees the old version.
- *
- * KPATCH_STATE_SUCCESS: the update has published all its entries and wins.
- * Entries with op == KPATCH_OP_UNPATCH are skipped even before they are
- * unlinked.  Every caller sees the new version.
- *
- * After stop_machine() the writer returns to IDLE, then waits with
- * synchronize_rcu() for callers (NMIs) that read the state before that,
- * and only then clears func->op and frees unlinked entries.
- */
-enum {
-	KPATCH_STATE_IDLE,
-	KPATCH_STATE_UPDATING,
-	KPATCH_STATE_SUCCESS,
-	KPATCH_STATE_FAILURE,
-};
-
-static atomic_t kpatch_state = ATOMIC_INIT(KPATCH_STATE_IDLE);
-
-/*
- * The function whose call moved UPDATING to FAILURE, and whether the call
- * came from an NMI, for the log.  Interrupts are off on every CPU inside
- * stop_machine(), so any other such call came from kpatch's own update
- * path: a stopper's loop or the stack check itself.  That function is
- * called during every try, and can never be patched.
- */
-static unsigned long kpatch_failed_ip;
-static bool kpatch_failed_nmi;
-
-/*
- * The CPU on which the callback runs a stop or undo hook, or -1; and
- * whether the call that moved UPDATING to FAILURE came from such a hook
- * (it called a function that its own update changes).
- */
-static int kpatch_hook_cpu = -1;
-static bool kpatch_failed_hook;
-
-static struct kobject *kpatch_root_kobj;
-struct kobject *kpatch_patches_kobj;
-EXPORT_SYMBOL_GPL(kpatch_patches_kobj);
-
-static struct dentry *kpatch_debugfs_dir;
-
-#ifdef KPATCH_TEST_HOOKS
-/*
- * Test builds only, see kpatch.h.  Set and called with kpatch_mutex held
- * (the stop_machine() callback runs on behalf of the mutex holder), so the
- * hook cannot change or go away during an update.
- */
-static kpatch_test_hook_t kpatch_test_hook;
-
-static void kpatch_test_point(enum kpatch_test_point point)
-{
-	if (kpatch_test_hook)
-		kpatch_test_hook(point);
-}
-
-/**
- * kpatch_test_set_hook() - install or remove the test hook
- * @hook: function called at each &enum kpatch_test_point, or NULL
- *
- * The hook runs with kpatch_mutex held; at the callback points inside
- * stop_machine(), with interrupts off.  A module that installs a hook must
- * remove it before it is unloaded.
- *
- * Context: process context; sleeps.
- * Return: 0, or -EBUSY if another hook is installed.
- */
-int kpatch_test_set_hook(kpatch_test_hook_t hook)
-{
-	int ret = 0;
-
-	mutex_lock(&kpatch_mutex);
-	if (hook && kpatch_test_hook)
-		ret = -EBUSY;
-	else
-		kpatch_test_hook = hook;
-	mutex_unlock(&kpatch_mutex);
-	return ret;
-}
-EXPORT_SYMBOL_GPL(kpatch_test_set_hook);
-#else
-#define kpatch_test_point(point) do { } while (0)
-#endif
 
 /*
  * A patch's pins, one slot each, NULL where nothing is pinned (vmlinux):
@@ -662,9 +425,163 @@ struct kpatch_update {
 	int hook_ret;				/* and what it returned */
 };
 
+static struct kobject *kpatch_root_kobj;
+struct kobject *kpatch_patches_kobj;
+EXPORT_SYMBOL_GPL(kpatch_patches_kobj);
+
+static struct dentry *kpatch_debugfs_dir;
+
+/* ------------------------------------------------------------------------
+ * The redirect: sites, targets and the state machine
+ */
+
+/*
+ * A site is the fentry call of one patched function, and the way its calls
+ * reach the replacement: an ftrace direct call into kpatch_direct_tramp
+ * (a direct site), or an IPMODIFY ftrace_ops of its own whose handler sets
+ * the return address (an ftrace_ops site).  A site is made before the
+ * update that first patches its function, and released after the update
+ * that leaves no entry for it.  Sites are made, found and freed under
+ * kpatch_mutex, in kpatch_site_hash.
+ *
+ * A site holds a reference on the module of its function and on kpatch
+ * itself for as long as it hooks the function (kpatch_site_alloc() and
+ * kpatch_site_free()), whatever the patches do: a direct site can outlive
+ * the last patch of its function (see struct kpatch_group), and a site
+ * whose removal failed stays for good.  So no module is unloaded, and
+ * neither is kpatch.ko, while an fentry call still leads into kpatch.
+ *
+ * Each site has a target, which the fast paths read without any lock:
+ *  - an address above KPATCH_TARGET_SLOW: the new function to run;
+ *  - 0: no entry; the old function runs;
+ *  - KPATCH_TARGET_SLOW: an update is changing this function; the call
+ *    goes through the state machine below (kpatch_redirect_slow()).
+ * Targets are written only by the stop_machine() callback, and when a site
+ * is made (0, before any call can reach it).  A direct site's target is in
+ * its slot of kpatch_direct_table, next to its key, in the form the
+ * trampoline returns to (see kpatch_site_settle()); an ftrace_ops site's is
+ * next to its ftrace_ops (struct kpatch_fops), where the handler finds it.
+ */
+#define KPATCH_TARGET_SLOW	1UL
+
+struct kpatch_fops {
+	struct ftrace_ops ops;		/* filter: the site's ip */
+	unsigned long target;
+};
+
+/*
+ * Direct sites are made in groups, one per update, that share one direct
+ * ftrace_ops: registering and unregistering an ftrace_ops costs a code
+ * update and an RCU-tasks grace period, and a patch of a thousand
+ * functions should not pay that a thousand times.  A site whose function
+ * is no longer patched stays in its group with target 0 (its calls go on
+ * to the old function after a few instructions in the trampoline) until
+ * every site of the group is unused; then the group goes.
+ */
+struct kpatch_group {
+	struct ftrace_ops ops;
+	struct list_head sites;
+};
+
+struct kpatch_site {
+	struct hlist_node node;		/* in kpatch_site_hash */
+	unsigned long ip;
+	struct module *mod;		/* pinned: the module of ip, or NULL */
+	struct kpatch_group *grp;	/* direct site: its group */
+	struct list_head grp_node;	/* direct site: in grp->sites */
+	struct kpatch_direct_slot *slot; /* direct site: in kpatch_direct_table */
+	struct kpatch_fops *fops;	/* ftrace_ops site */
+};
+
+/*
+ * The state machine that keeps the redirect consistent while an update
+ * changes the table under it.
+ *
+ *         +-----------------------------------------------------+
+ *         |                                                     |
+ *         |                                                     +
+ *         v                                     +---> KPATCH_STATE_SUCCESS
+ * KPATCH_STATE_IDLE +---> KPATCH_STATE_UPDATING |
+ *         ^                                     +---> KPATCH_STATE_FAILURE
+ *         |                                                     +
+ *         |                                                     |
+ *         +-----------------------------------------------------+
+ *
+ * The fast paths of the redirect read only a site's target (see struct
+ * kpatch_site); the state machine guards the slow path, which the calls of
+ * every function an update changes take while the update runs (the
+ * update sets their targets to KPATCH_TARGET_SLOW first).  Outside
+ * stop_machine() neither can change under a caller: the only writer is the
+ * stop_machine() callback.  Inside it, two kinds of caller can still run
+ * concurrently with the writer: NMIs on any CPU, and the functions the
+ * other CPUs call while they spin in the stop_machine() loop.
+ *
+ * A caller that calls several changed functions (an NMI handler calling
+ * f, then g) gets them all from one version: the whole argument is at
+ * kpatch_update_cb(), after the slow path.
+ *
+ * KPATCH_STATE_IDLE: no update is changing the table.  The first entry for a
+ * function is the one that runs; func->op is ignored.
+ *
+ * KPATCH_STATE_UPDATING: set by the callback when it starts, before the
+ * stack check; the update may have published part of its entries.  A caller that
+ * finds this state moves it to FAILURE (and records which function it
+ * called), which makes the update roll back: the caller is proof that a
+ * patched function ran during the update, the same thing the stack check
+ * refuses.
+ *
+ * KPATCH_STATE_FAILURE: the update will not take effect.  Entries with
+ * op == KPATCH_OP_PATCH are skipped; entries being removed (KPATCH_OP_UNPATCH)
+ * are still in the table and still count.  Every caller sees the old version.
+ *
+ * KPATCH_STATE_SUCCESS: the update has published all its entries and wins.
+ * Entries with op == KPATCH_OP_UNPATCH are skipped even before they are
+ * unlinked.  Every caller sees the new version.
+ *
+ * After stop_machine() the writer returns to IDLE, then waits with
+ * synchronize_rcu() for callers (NMIs) that read the state before that,
+ * and only then clears func->op and frees unlinked entries.
+ */
+enum {
+	KPATCH_STATE_IDLE,
+	KPATCH_STATE_UPDATING,
+	KPATCH_STATE_SUCCESS,
+	KPATCH_STATE_FAILURE,
+};
+
+static atomic_t kpatch_state = ATOMIC_INIT(KPATCH_STATE_IDLE);
+
+/*
+ * The function whose call moved UPDATING to FAILURE, and whether the call
+ * came from an NMI, for the log.  Interrupts are off on every CPU inside
+ * stop_machine(), so any other such call came from kpatch's own update
+ * path: a stopper's loop or the stack check itself.  That function is
+ * called during every try, and can never be patched.
+ */
+static unsigned long kpatch_failed_ip;
+static bool kpatch_failed_nmi;
+
+/*
+ * The CPU on which the callback runs a stop or undo hook, or -1; and
+ * whether the call that moved UPDATING to FAILURE came from such a hook
+ * (it called a function that its own update changes).
+ */
+static int kpatch_hook_cpu = -1;
+static bool kpatch_failed_hook;
+
 /* ------------------------------------------------------------------------
  * The function table
  */
+
+/*
+ * The function table: every enabled kpatch_func, hashed by ftrace location.
+ * Entries for the same function are chained newest first, so the first
+ * match is the one that runs.  Writers: only the stop_machine() callback.
+ * Readers: the slow path of the redirect, in any context including NMI
+ * (see the state machine below), and holders of kpatch_mutex.
+ */
+#define KPATCH_HASH_BITS	10
+static DEFINE_HASHTABLE(kpatch_func_hash, KPATCH_HASH_BITS);
 
 /*
  * Find the entry that runs for a call of @ip, given the @state read by the
@@ -732,6 +649,246 @@ static bool kpatch_in_table(unsigned long addr, bool as_old, bool replace)
 					      kpmod->funcs[i].new_addr))
 				return true;
 	return false;
+}
+
+/*
+ * Set the state to SUCCESS or FAILURE if it is UPDATING, and return the
+ * resulting state.  A caller of a patched function (@ip != 0) that makes
+ * the transition to FAILURE records its function for the log.
+ */
+static int notrace kpatch_state_finish(int state, unsigned long ip)
+{
+	int old = atomic_cmpxchg(&kpatch_state, KPATCH_STATE_UPDATING, state);
+
+	if (old != KPATCH_STATE_UPDATING)
+		return old;
+	if (state == KPATCH_STATE_FAILURE && ip) {
+		WRITE_ONCE(kpatch_failed_ip, ip);
+		WRITE_ONCE(kpatch_failed_nmi, in_nmi());
+		WRITE_ONCE(kpatch_failed_hook, !in_nmi() &&
+			   READ_ONCE(kpatch_hook_cpu) == raw_smp_processor_id());
+	}
+	return state;
+}
+
+/*
+ * The slow path of both redirects, for a call of the site at @ip whose
+ * target said KPATCH_TARGET_SLOW: the seed's state machine.  Returns the
+ * function to run, or 0 for the old one.
+ *
+ * It runs in any context, NMI included, and calls nothing traceable.
+ * Disabling preemption makes it an RCU read-side section for the
+ * synchronize_rcu() after an update, and keeps this CPU's stopper thread
+ * from answering the update's rendezvous while it runs.
+ */
+static noinline unsigned long notrace kpatch_redirect_slow(unsigned long ip)
+{
+	struct kpatch_func *func;
+	int state;
+
+	preempt_disable_notrace();
+	/*
+	 * IDLE: no update runs, or it finished and every target it changed
+	 * is final, or it has marked its sites but not yet left IDLE; the
+	 * first entry runs.  No update can start changing the table before
+	 * we are done: its callback waits for this CPU's stopper (see
+	 * kpatch_update_cb()).  Otherwise an update is in flight: UPDATING
+	 * becomes FAILURE, and the state picks the version.
+	 */
+	state = atomic_read(&kpatch_state);
+	if (state != KPATCH_STATE_IDLE)
+		state = kpatch_state_finish(KPATCH_STATE_FAILURE, ip);
+	/*
+	 * Read func->op and the table only after the state.  Pairs with the
+	 * smp_wmb() after KPATCH_STATE_UPDATING and the one before
+	 * KPATCH_STATE_SUCCESS in kpatch_update_cb().
+	 */
+	smp_rmb();
+	func = kpatch_find_func(ip, state);
+	preempt_enable_notrace();
+	return func ? func->new_addr : 0;
+}
+
+/*
+ * The ftrace_ops path: called by ftrace at the fentry call of an
+ * ftrace_ops site, it sets the address ftrace returns to, so that the call
+ * continues in the replacement.  The fast path is a load and a compare more
+ * than the least any IPMODIFY handler does.  It may be preempted between
+ * reading the target and using it; the task then has the old function's
+ * fentry return address on its stack, which the stack check of every
+ * update that changes this function refuses (see kpatch_build_ranges()).
+ *
+ * It runs in any context, NMI included, and calls nothing traceable, so it
+ * cannot recurse: the ftrace_ops leaves out FTRACE_OPS_FL_RECURSION, which
+ * would make ftrace wrap it in a recursion guard.
+ */
+static void notrace kpatch_ftrace_handler(unsigned long ip,
+					  unsigned long parent_ip,
+					  struct ftrace_ops *ops,
+					  struct ftrace_regs *fregs)
+{
+	struct kpatch_fops *fops = container_of(ops, struct kpatch_fops, ops);
+	unsigned long target = READ_ONCE(fops->target);
+
+	if (likely(target > KPATCH_TARGET_SLOW)) {
+		kpatch_set_ip(fregs, target);
+		return;
+	}
+	if (target) {
+		target = kpatch_redirect_slow(ip);
+		if (target)
+			kpatch_set_ip(fregs, target);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * The update: the stop_machine() callback
+ */
+
+static int kpatch_check_stacks(struct kpatch_update *upd);
+static int kpatch_stop_hooks(struct kpatch_update *upd);
+static void kpatch_undo_hooks(struct kpatch_update *upd, unsigned int n);
+static void kpatch_site_mark(struct kpatch_site *site);
+static void kpatch_settle_sites(struct kpatch_update *upd);
+
+/*
+ * The stop_machine() callback: the only place the function table and the
+ * site targets change.  Interrupts are off on every CPU; only NMIs and the
+ * stop_machine() loops of the other CPUs can call a patched function
+ * meanwhile.
+ *
+ * Why a caller never mixes versions, though the fast paths (the direct
+ * trampoline and the ftrace_ops handler) read one site's target and look
+ * at no state: only the sites of @upd change version, and the callback
+ *  1. sets each of them to KPATCH_TARGET_SLOW, so that from then on their
+ *     calls go through the state machine, and then leaves IDLE;
+ *  2. waits until the stopper thread of every other CPU has seen that.  A
+ *     caller that read an old target before step 1 either has the old
+ *     function's fentry return address on its stack while it is preempted
+ *     (which the stack check refuses), or runs on some CPU with preemption
+ *     or interrupts off, or in an NMI, and then holds up that CPU's
+ *     stopper until it is done;
+ *  3. checks the stacks, runs the stop hooks, changes the table, then
+ *     decides SUCCESS or FAILURE (or loses that race to a caller, which
+ *     sets FAILURE; the undo hooks then roll the stop hooks back);
+ *  4. writes the final targets.  A caller that reads one between steps 3
+ *     and the end gets the version that the state, which it would read on
+ *     the slow path, also gives.
+ * So every call after step 2 sees one version: the old one until the state
+ * is decided, the decided one after, and the state never goes back from
+ * SUCCESS or FAILURE while the callback runs.  A caller that made step 3
+ * fail saw the old version, as will everything after it.  The data the
+ * stop hooks convert follows the same rule: no new function runs before
+ * SUCCESS, which comes after the last hook, and an old function that runs
+ * after the first hook began makes the update fail and be undone.
+ */
+static int kpatch_update_cb(void *data)
+{
+	struct kpatch_update *upd = data;
+	struct kpatch_func *func;
+	unsigned int i;
+	int state, ret;
+
+	/*
+	 * stop_machine() runs this on every online CPU, with interrupts off.
+	 * The first CPU to get here makes the update; each other one waits
+	 * until the state has left IDLE, says that it saw it, and goes back
+	 * to the stop_machine() loop.  atomic_inc() is a full barrier on
+	 * x86: it orders everything this CPU did before (an NMI that returned
+	 * into this loop included) before the answer.
+	 */
+	if (atomic_inc_return(&upd->cpus_in) != 1) {
+		while (atomic_read(&kpatch_state) == KPATCH_STATE_IDLE)
+			cpu_relax();
+		atomic_inc(&upd->cpus_seen);
+		return 0;
+	}
+
+	kpatch_test_point(KPATCH_TEST_ENTER);
+
+	/*
+	 * Step 1.  func->op was written before stop_machine(), whose
+	 * rendezvous orders it before these stores.  The marks go before the
+	 * state: a CPU that sees UPDATING (and so may answer below) then sees
+	 * every mark too, so no caller on it can read an old target after its
+	 * answer.  A caller that reads a mark but still IDLE runs on a CPU
+	 * that has not answered yet, and is done before it does.  The state
+	 * goes before the table changes, for the smp_rmb() in
+	 * kpatch_redirect_slow().
+	 */
+	for (i = 0; i < upd->nr_sites; i++)
+		kpatch_site_mark(upd->sites[i]);
+	smp_wmb();	/* marks before state; see above */
+	atomic_set(&kpatch_state, KPATCH_STATE_UPDATING);
+	smp_wmb();	/* state before table; see above */
+
+	/*
+	 * Step 2.  The number of online CPUs cannot change inside
+	 * stop_machine().  On this CPU, an NMI that read an old target ended
+	 * before we got here.
+	 */
+	while (atomic_read(&upd->cpus_seen) < num_online_cpus() - 1)
+		cpu_relax();
+	kpatch_test_point(KPATCH_TEST_UPDATING);
+
+	if (kpatch_check_stacks(upd)) {
+		kpatch_state_finish(KPATCH_STATE_FAILURE, 0);
+		kpatch_settle_sites(upd);
+		return -EBUSY;
+	}
+
+	/*
+	 * Step 3.  The stop hooks convert the data, then the new entries are
+	 * published.  Nobody runs a new function before the state is
+	 * SUCCESS (slow path) or a final target is written (fast paths), and
+	 * both come after the atomic_cmpxchg() in kpatch_state_finish(), a
+	 * full barrier after the hooks' stores: a caller that gets the new
+	 * version sees the converted data (x86 keeps its loads in order).  A
+	 * caller of a changed function meanwhile can only be an NMI (every
+	 * other CPU is stopped, this one runs the hooks): it runs the old
+	 * function, maybe on data half converted, and makes the update fail,
+	 * which the undo hooks then roll back before any CPU is released.
+	 */
+	ret = kpatch_stop_hooks(upd);
+	if (ret) {
+		kpatch_state_finish(KPATCH_STATE_FAILURE, 0);
+		kpatch_settle_sites(upd);
+		return ret;
+	}
+
+	/* hash_add_rcu() puts the new entries first. */
+	for (i = 0; i < upd->nr_touched; i++) {
+		func = upd->touched[i].func;
+		if (upd->touched[i].add)
+			hash_add_rcu(kpatch_func_hash, &func->node, func->ip);
+	}
+
+	/*
+	 * All entries are in before the state says SUCCESS.  Pairs with the
+	 * smp_rmb() in kpatch_redirect_slow().
+	 */
+	smp_wmb();
+	kpatch_test_point(KPATCH_TEST_PUBLISHED);
+
+	state = kpatch_state_finish(KPATCH_STATE_SUCCESS, 0);
+	if (state == KPATCH_STATE_FAILURE) {
+		/* A patched function ran meanwhile and saw the old version. */
+		for (i = 0; i < upd->nr_touched; i++)
+			if (upd->touched[i].add)
+				hash_del_rcu(&upd->touched[i].func->node);
+		kpatch_undo_hooks(upd, upd->nr_parts);
+		kpatch_settle_sites(upd);	/* step 4 */
+		upd->refusal = KPATCH_RAN;
+		return -EBUSY;
+	}
+	WARN_ON_ONCE(state != KPATCH_STATE_SUCCESS);
+
+	/* SUCCESS makes callers skip these already; now unlink them. */
+	for (i = 0; i < upd->nr_touched; i++)
+		if (!upd->touched[i].add)
+			hash_del_rcu(&upd->touched[i].func->node);
+	kpatch_settle_sites(upd);	/* step 4 */
+	return 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -1517,97 +1674,151 @@ out:
 }
 
 /* ------------------------------------------------------------------------
- * The ftrace redirect
+ * Sites: ftrace_ops sites, then direct sites
  */
 
 /*
- * Set the state to SUCCESS or FAILURE if it is UPDATING, and return the
- * resulting state.  A caller of a patched function (@ip != 0) that makes
- * the transition to FAILURE records its function for the log.
+ * Only looked at under kpatch_mutex, when an update makes or drops its
+ * sites, never on a call: a small table keeps kpatch.ko small, and a
+ * lookup walks a chain of a few dozen sites at worst.
  */
-static int notrace kpatch_state_finish(int state, unsigned long ip)
-{
-	int old = atomic_cmpxchg(&kpatch_state, KPATCH_STATE_UPDATING, state);
-
-	if (old != KPATCH_STATE_UPDATING)
-		return old;
-	if (state == KPATCH_STATE_FAILURE && ip) {
-		WRITE_ONCE(kpatch_failed_ip, ip);
-		WRITE_ONCE(kpatch_failed_nmi, in_nmi());
-		WRITE_ONCE(kpatch_failed_hook, !in_nmi() &&
-			   READ_ONCE(kpatch_hook_cpu) == raw_smp_processor_id());
-	}
-	return state;
-}
+#define KPATCH_SITE_BITS	7
+static DEFINE_HASHTABLE(kpatch_site_hash, KPATCH_SITE_BITS);
 
 /*
- * The slow path of both redirects, for a call of the site at @ip whose
- * target said KPATCH_TARGET_SLOW: the seed's state machine.  Returns the
- * function to run, or 0 for the old one.
- *
- * It runs in any context, NMI included, and calls nothing traceable.
- * Disabling preemption makes it an RCU read-side section for the
- * synchronize_rcu() after an update, and keeps this CPU's stopper thread
- * from answering the update's rendezvous while it runs.
+ * Never registered: its filter is only used to ask ftrace whether an
+ * address is one of its call sites, without touching any code.
  */
-static noinline unsigned long notrace kpatch_redirect_slow(unsigned long ip)
-{
-	struct kpatch_func *func;
-	int state;
-
-	preempt_disable_notrace();
-	/*
-	 * IDLE: no update runs, or it finished and every target it changed
-	 * is final, or it has marked its sites but not yet left IDLE; the
-	 * first entry runs.  No update can start changing the table before
-	 * we are done: its callback waits for this CPU's stopper (see
-	 * kpatch_update_cb()).  Otherwise an update is in flight: UPDATING
-	 * becomes FAILURE, and the state picks the version.
-	 */
-	state = atomic_read(&kpatch_state);
-	if (state != KPATCH_STATE_IDLE)
-		state = kpatch_state_finish(KPATCH_STATE_FAILURE, ip);
-	/*
-	 * Read func->op and the table only after the state.  Pairs with the
-	 * smp_wmb() after KPATCH_STATE_UPDATING and the one before
-	 * KPATCH_STATE_SUCCESS in kpatch_update_cb().
-	 */
-	smp_rmb();
-	func = kpatch_find_func(ip, state);
-	preempt_enable_notrace();
-	return func ? func->new_addr : 0;
-}
+static struct ftrace_ops kpatch_probe_ops;
 
 /*
- * The ftrace_ops path: called by ftrace at the fentry call of an
- * ftrace_ops site, it sets the address ftrace returns to, so that the call
- * continues in the replacement.  The fast path is a load and a compare more
- * than the least any IPMODIFY handler does.  It may be preempted between
- * reading the target and using it; the task then has the old function's
- * fentry return address on its stack, which the stack check of every
- * update that changes this function refuses (see kpatch_build_ranges()).
- *
- * It runs in any context, NMI included, and calls nothing traceable, so it
- * cannot recurse: the ftrace_ops leaves out FTRACE_OPS_FL_RECURSION, which
- * would make ftrace wrap it in a recursion guard.
+ * Registered from load to unload on kpatch_ftrace_anchor(), which is never
+ * called, only for its FTRACE_OPS_FL_PERMANENT: while it is there,
+ * `sysctl kernel.ftrace_enabled=0` is refused instead of silently
+ * unpatching the kernel, and kpatch does not load while ftrace is off.
+ * The direct ftrace_ops cannot carry that flag (ftrace sets their flags).
  */
-static void notrace kpatch_ftrace_handler(unsigned long ip,
+static void notrace kpatch_anchor_handler(unsigned long ip,
 					  unsigned long parent_ip,
 					  struct ftrace_ops *ops,
 					  struct ftrace_regs *fregs)
 {
-	struct kpatch_fops *fops = container_of(ops, struct kpatch_fops, ops);
-	unsigned long target = READ_ONCE(fops->target);
+}
 
-	if (likely(target > KPATCH_TARGET_SLOW)) {
-		kpatch_set_ip(fregs, target);
-		return;
+static struct ftrace_ops kpatch_anchor_ops = {
+	.func	= kpatch_anchor_handler,
+	.flags	= FTRACE_OPS_FL_PERMANENT,
+};
+
+static noinline void kpatch_ftrace_anchor(void)
+{
+	barrier();
+}
+
+/*
+ * The ftrace location of the function starting at @addr: the fentry call,
+ * which on IBT kernels comes after the ENDBR (or its sealed replacement).
+ */
+static unsigned long kpatch_ftrace_ip(unsigned long addr)
+{
+	return kpatch_endbr(addr, true) ? addr + ENDBR_INSN_SIZE : addr;
+}
+
+/*
+ * Is @ip an ftrace call site?  Ask ftrace, then make sure the instruction
+ * there is what ftrace puts at its sites (a 5-byte NOP or a CALL, or the
+ * INT3 of a site being rewritten), so that @ip is the site itself and not
+ * an address inside it.  Returns 0 if it is, -EINVAL if it is not, or
+ * -ENOMEM if ftrace had no memory to answer.
+ */
+static int kpatch_check_ftrace_site(unsigned long ip)
+{
+	static const u8 nop5[] = { BYTES_NOP5 };
+	u8 insn[MCOUNT_INSN_SIZE];
+	int ret;
+
+	ret = ftrace_set_filter_ip(&kpatch_probe_ops, ip, 0, 1);
+	if (ret)
+		return ret == -ENOMEM ? -ENOMEM : -EINVAL;
+	if (copy_from_kernel_nofault(insn, (void *)ip, sizeof(insn)))
+		return -EINVAL;
+	if (!memcmp(insn, nop5, sizeof(nop5)) ||
+	    insn[0] == CALL_INSN_OPCODE || insn[0] == INT3_INSN_OPCODE)
+		return 0;
+	return -EINVAL;
+}
+
+/*
+ * A new site for the call site @ip of a function in @mod (NULL: vmlinux).
+ * The patch being enabled pins @mod and kpatch already; the site takes
+ * references of its own, see struct kpatch_site.
+ */
+static struct kpatch_site *kpatch_site_alloc(unsigned long ip,
+					     struct module *mod)
+{
+	struct kpatch_site *site = kzalloc(sizeof(*site), GFP_KERNEL);
+
+	if (!site)
+		return NULL;
+	site->ip = ip;
+	site->mod = mod;
+	if (mod)
+		__module_get(mod);
+	__module_get(THIS_MODULE);
+	return site;
+}
+
+/* Free @site, which hooks nothing any more. */
+static void kpatch_site_free(struct kpatch_site *site)
+{
+	module_put(site->mod);
+	module_put(THIS_MODULE);
+	kfree(site);
+}
+
+/* The site at @ip, or NULL.  Caller holds kpatch_mutex. */
+static struct kpatch_site *kpatch_site_find(unsigned long ip)
+{
+	struct kpatch_site *site;
+
+	lockdep_assert_held(&kpatch_mutex);
+	hash_for_each_possible(kpatch_site_hash, site, node, ip)
+		if (site->ip == ip)
+			return site;
+	return NULL;
+}
+
+/* Make an ftrace_ops site for the call site @ip of a function in @mod. */
+static int kpatch_fops_add(unsigned long ip, struct module *mod)
+{
+	struct kpatch_site *site;
+	struct kpatch_fops *fops;
+	int ret;
+
+	site = kpatch_site_alloc(ip, mod);
+	fops = kzalloc(sizeof(*fops), GFP_KERNEL);
+	if (!site || !fops) {
+		ret = -ENOMEM;
+		goto err_free;
 	}
-	if (target) {
-		target = kpatch_redirect_slow(ip);
-		if (target)
-			kpatch_set_ip(fregs, target);
+	fops->ops.func = kpatch_ftrace_handler;
+	fops->ops.flags = KPATCH_FOPS_FLAGS;
+	ret = ftrace_set_filter_ip(&fops->ops, ip, 0, 0);
+	if (!ret)
+		ret = register_ftrace_function(&fops->ops);
+	if (ret) {
+		ftrace_free_filter(&fops->ops);
+		goto err_free;
 	}
+	site->fops = fops;
+	hash_add(kpatch_site_hash, &site->node, ip);
+	return 0;
+
+err_free:
+	kfree(fops);
+	if (site)
+		kpatch_site_free(site);
+	return ret;
 }
 
 #ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
@@ -1643,6 +1854,50 @@ static void notrace kpatch_ftrace_handler(unsigned long ip,
  * see one version of the patch) is argued at kpatch_update_cb().
  */
 void kpatch_direct_tramp(void);
+
+/*
+ * The table the direct trampoline looks its caller up in: open addressing
+ * with linear probing, keyed by the return address of the fentry call
+ * (ip + MCOUNT_INSN_SIZE), hashed by a multiply of its low 32 bits.
+ * A slot is 16 bytes, the key and the address the trampoline returns to,
+ * so that the trampoline reaches both from one pointer.
+ *
+ * The table is allocated with the first direct site and freed when the
+ * last one goes (kpatch_direct_table_get() and kpatch_direct_table_put()):
+ * 64 KiB that kpatch does not hold while it has no direct site.
+ *
+ * Written under kpatch_mutex, read by the trampoline without any lock.  A
+ * key is added (its target first, then the key) before its direct call is
+ * registered, and removed (replaced by KPATCH_DIRECT_GONE, which a lookup
+ * steps over) only after the call is unregistered, which waits for every
+ * task inside the trampoline.  Live entries never move, and a slot
+ * becomes empty again only where no lookup for a live key can pass it
+ * (see kpatch_direct_remove()), so a lookup always reaches its key before
+ * an empty slot.  At most KPATCH_DIRECT_MAX slots are used (live or
+ * gone), which keeps lookups short; beyond that, new sites take the
+ * ftrace_ops path, and the update says so in the log.
+ */
+#define KPATCH_DIRECT_BITS	12
+#define KPATCH_DIRECT_SLOTS	4096	/* 2^KPATCH_DIRECT_BITS, for the asm */
+#define KPATCH_DIRECT_MAX	(KPATCH_DIRECT_SLOTS / 2)
+#define KPATCH_DIRECT_GONE	1UL
+#define KPATCH_DIRECT_MUL	0x61c88647	/* 2^32 / golden ratio */
+
+struct kpatch_direct_slot {
+	unsigned long key;		/* offset 0, for the asm */
+	unsigned long target;		/* offset 8, for the asm */
+};
+
+/*
+ * The trampoline loads this pointer on every call.  It is set before the
+ * first direct call is registered and cleared only after the last one is
+ * unregistered, so a trampoline never finds it NULL (the direct call of
+ * kpatch_direct_anchor() is never made).
+ */
+static struct kpatch_direct_slot *kpatch_direct_table __used;
+static unsigned int kpatch_direct_used;	/* slots live or gone */
+static unsigned int kpatch_direct_live;
+static bool kpatch_direct_full_logged;	/* until there is room again */
 
 /* The trampoline's slow path; @ret is the fentry call's return address. */
 static unsigned long notrace __used kpatch_direct_slow(unsigned long ret)
@@ -1789,145 +2044,7 @@ static int kpatch_group_register(struct kpatch_group *grp, unsigned long *ips,
 		ret = kpatch_direct_ops_register(&grp->ops);
 	return ret;
 }
-#endif /* CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS */
 
-/*
- * Never registered: its filter is only used to ask ftrace whether an
- * address is one of its call sites, without touching any code.
- */
-static struct ftrace_ops kpatch_probe_ops;
-
-/*
- * Registered from load to unload on kpatch_ftrace_anchor(), which is never
- * called, only for its FTRACE_OPS_FL_PERMANENT: while it is there,
- * `sysctl kernel.ftrace_enabled=0` is refused instead of silently
- * unpatching the kernel, and kpatch does not load while ftrace is off.
- * The direct ftrace_ops cannot carry that flag (ftrace sets their flags).
- */
-static void notrace kpatch_anchor_handler(unsigned long ip,
-					  unsigned long parent_ip,
-					  struct ftrace_ops *ops,
-					  struct ftrace_regs *fregs)
-{
-}
-
-static struct ftrace_ops kpatch_anchor_ops = {
-	.func	= kpatch_anchor_handler,
-	.flags	= FTRACE_OPS_FL_PERMANENT,
-};
-
-static noinline void kpatch_ftrace_anchor(void)
-{
-	barrier();
-}
-
-/*
- * The ftrace location of the function starting at @addr: the fentry call,
- * which on IBT kernels comes after the ENDBR (or its sealed replacement).
- */
-static unsigned long kpatch_ftrace_ip(unsigned long addr)
-{
-	return kpatch_endbr(addr, true) ? addr + ENDBR_INSN_SIZE : addr;
-}
-
-/*
- * Is @ip an ftrace call site?  Ask ftrace, then make sure the instruction
- * there is what ftrace puts at its sites (a 5-byte NOP or a CALL, or the
- * INT3 of a site being rewritten), so that @ip is the site itself and not
- * an address inside it.  Returns 0 if it is, -EINVAL if it is not, or
- * -ENOMEM if ftrace had no memory to answer.
- */
-static int kpatch_check_ftrace_site(unsigned long ip)
-{
-	static const u8 nop5[] = { BYTES_NOP5 };
-	u8 insn[MCOUNT_INSN_SIZE];
-	int ret;
-
-	ret = ftrace_set_filter_ip(&kpatch_probe_ops, ip, 0, 1);
-	if (ret)
-		return ret == -ENOMEM ? -ENOMEM : -EINVAL;
-	if (copy_from_kernel_nofault(insn, (void *)ip, sizeof(insn)))
-		return -EINVAL;
-	if (!memcmp(insn, nop5, sizeof(nop5)) ||
-	    insn[0] == CALL_INSN_OPCODE || insn[0] == INT3_INSN_OPCODE)
-		return 0;
-	return -EINVAL;
-}
-
-/*
- * A new site for the call site @ip of a function in @mod (NULL: vmlinux).
- * The patch being enabled pins @mod and kpatch already; the site takes
- * references of its own, see struct kpatch_site.
- */
-static struct kpatch_site *kpatch_site_alloc(unsigned long ip,
-					     struct module *mod)
-{
-	struct kpatch_site *site = kzalloc(sizeof(*site), GFP_KERNEL);
-
-	if (!site)
-		return NULL;
-	site->ip = ip;
-	site->mod = mod;
-	if (mod)
-		__module_get(mod);
-	__module_get(THIS_MODULE);
-	return site;
-}
-
-/* Free @site, which hooks nothing any more. */
-static void kpatch_site_free(struct kpatch_site *site)
-{
-	module_put(site->mod);
-	module_put(THIS_MODULE);
-	kfree(site);
-}
-
-/* The site at @ip, or NULL.  Caller holds kpatch_mutex. */
-static struct kpatch_site *kpatch_site_find(unsigned long ip)
-{
-	struct kpatch_site *site;
-
-	lockdep_assert_held(&kpatch_mutex);
-	hash_for_each_possible(kpatch_site_hash, site, node, ip)
-		if (site->ip == ip)
-			return site;
-	return NULL;
-}
-
-/*
- * The targets of @site, see struct kpatch_site.  A direct site's is the
- * address its trampoline returns to: kpatch_direct_slowpath for the slow
- * path, the new function, or the key (f's fentry return address) for no
- * entry, so that the call goes on in f.  Both run in the stop_machine()
- * callback, once per changed function.
- */
-static void kpatch_site_mark(struct kpatch_site *site)
-{
-#ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
-	if (site->grp) {
-		WRITE_ONCE(site->slot->target,
-			   (unsigned long)kpatch_direct_slowpath);
-		return;
-	}
-#endif
-	WRITE_ONCE(site->fops->target, KPATCH_TARGET_SLOW);
-}
-
-/* The final target of @site: @func's new function, or none if NULL. */
-static void kpatch_site_settle(struct kpatch_site *site,
-			       struct kpatch_func *func)
-{
-#ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
-	if (site->grp) {
-		WRITE_ONCE(site->slot->target, func ? func->new_addr :
-			   site->ip + MCOUNT_INSN_SIZE);
-		return;
-	}
-#endif
-	WRITE_ONCE(site->fops->target, func ? func->new_addr : 0);
-}
-
-#ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
 /* The first slot to try for @key; the trampoline computes the same. */
 static unsigned int kpatch_direct_hash(unsigned long key)
 {
@@ -2134,6 +2251,7 @@ static void kpatch_group_put(struct kpatch_site *site)
 	kpatch_group_free(grp);
 	kpatch_direct_table_put();
 }
+
 #else
 static int kpatch_direct_add(unsigned long *ips, struct module **mods,
 			     unsigned int n)
@@ -2157,39 +2275,56 @@ static void kpatch_direct_unanchor(void)
 static void kpatch_direct_table_release(void)
 {
 }
+
 #endif /* CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS */
 
-/* Make an ftrace_ops site for the call site @ip of a function in @mod. */
-static int kpatch_fops_add(unsigned long ip, struct module *mod)
+/*
+ * The targets of @site, see struct kpatch_site.  A direct site's is the
+ * address its trampoline returns to: kpatch_direct_slowpath for the slow
+ * path, the new function, or the key (f's fentry return address) for no
+ * entry, so that the call goes on in f.  Both run in the stop_machine()
+ * callback, once per changed function.
+ */
+static void kpatch_site_mark(struct kpatch_site *site)
 {
-	struct kpatch_site *site;
-	struct kpatch_fops *fops;
-	int ret;
-
-	site = kpatch_site_alloc(ip, mod);
-	fops = kzalloc(sizeof(*fops), GFP_KERNEL);
-	if (!site || !fops) {
-		ret = -ENOMEM;
-		goto err_free;
+#ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
+	if (site->grp) {
+		WRITE_ONCE(site->slot->target,
+			   (unsigned long)kpatch_direct_slowpath);
+		return;
 	}
-	fops->ops.func = kpatch_ftrace_handler;
-	fops->ops.flags = KPATCH_FOPS_FLAGS;
-	ret = ftrace_set_filter_ip(&fops->ops, ip, 0, 0);
-	if (!ret)
-		ret = register_ftrace_function(&fops->ops);
-	if (ret) {
-		ftrace_free_filter(&fops->ops);
-		goto err_free;
-	}
-	site->fops = fops;
-	hash_add(kpatch_site_hash, &site->node, ip);
-	return 0;
+#endif
+	WRITE_ONCE(site->fops->target, KPATCH_TARGET_SLOW);
+}
 
-err_free:
-	kfree(fops);
-	if (site)
-		kpatch_site_free(site);
-	return ret;
+/* The final target of @site: @func's new function, or none if NULL. */
+static void kpatch_site_settle(struct kpatch_site *site,
+			       struct kpatch_func *func)
+{
+#ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
+	if (site->grp) {
+		WRITE_ONCE(site->slot->target, func ? func->new_addr :
+			   site->ip + MCOUNT_INSN_SIZE);
+		return;
+	}
+#endif
+	WRITE_ONCE(site->fops->target, func ? func->new_addr : 0);
+}
+
+/*
+ * Give every site of @upd its final target: the new function of the first
+ * entry for it, or 0.  Called by the callback once the table is final for
+ * this update, whether it took effect or not.
+ */
+static void kpatch_settle_sites(struct kpatch_update *upd)
+{
+	struct kpatch_func *func;
+	unsigned int i;
+
+	for (i = 0; i < upd->nr_sites; i++) {
+		func = kpatch_first_func(upd->sites[i]->ip);
+		kpatch_site_settle(upd->sites[i], func);
+	}
 }
 
 /*
@@ -2318,7 +2453,7 @@ static int kpatch_collect_sites(struct kpatch_update *upd)
 }
 
 /* ------------------------------------------------------------------------
- * Register and unregister
+ * Resolve, validate and pin
  */
 
 /* Does vmlinux map @addr as executable text? */
@@ -2636,6 +2771,10 @@ out:
 	return ret;
 }
 
+/* ------------------------------------------------------------------------
+ * Hooks
+ */
+
 /*
  * Hooks.  Each part of an update (see struct kpatch_update) runs the hooks
  * of its direction: a patch added runs its patch hooks, a patch removed
@@ -2759,161 +2898,9 @@ static int kpatch_stop_hooks(struct kpatch_update *upd)
 	return ret;
 }
 
-/*
- * Give every site of @upd its final target: the new function of the first
- * entry for it, or 0.  Called by the callback once the table is final for
- * this update, whether it took effect or not.
+/* ------------------------------------------------------------------------
+ * Enable, disable, retry and report; the API
  */
-static void kpatch_settle_sites(struct kpatch_update *upd)
-{
-	struct kpatch_func *func;
-	unsigned int i;
-
-	for (i = 0; i < upd->nr_sites; i++) {
-		func = kpatch_first_func(upd->sites[i]->ip);
-		kpatch_site_settle(upd->sites[i], func);
-	}
-}
-
-/*
- * The stop_machine() callback: the only place the function table and the
- * site targets change.  Interrupts are off on every CPU; only NMIs and the
- * stop_machine() loops of the other CPUs can call a patched function
- * meanwhile.
- *
- * Why a caller never mixes versions, though the fast paths (the direct
- * trampoline and the ftrace_ops handler) read one site's target and look
- * at no state: only the sites of @upd change version, and the callback
- *  1. sets each of them to KPATCH_TARGET_SLOW, so that from then on their
- *     calls go through the state machine, and then leaves IDLE;
- *  2. waits until the stopper thread of every other CPU has seen that.  A
- *     caller that read an old target before step 1 either has the old
- *     function's fentry return address on its stack while it is preempted
- *     (which the stack check refuses), or runs on some CPU with preemption
- *     or interrupts off, or in an NMI, and then holds up that CPU's
- *     stopper until it is done;
- *  3. checks the stacks, runs the stop hooks, changes the table, then
- *     decides SUCCESS or FAILURE (or loses that race to a caller, which
- *     sets FAILURE; the undo hooks then roll the stop hooks back);
- *  4. writes the final targets.  A caller that reads one between steps 3
- *     and the end gets the version that the state, which it would read on
- *     the slow path, also gives.
- * So every call after step 2 sees one version: the old one until the state
- * is decided, the decided one after, and the state never goes back from
- * SUCCESS or FAILURE while the callback runs.  A caller that made step 3
- * fail saw the old version, as will everything after it.  The data the
- * stop hooks convert follows the same rule: no new function runs before
- * SUCCESS, which comes after the last hook, and an old function that runs
- * after the first hook began makes the update fail and be undone.
- */
-static int kpatch_update_cb(void *data)
-{
-	struct kpatch_update *upd = data;
-	struct kpatch_func *func;
-	unsigned int i;
-	int state, ret;
-
-	/*
-	 * stop_machine() runs this on every online CPU, with interrupts off.
-	 * The first CPU to get here makes the update; each other one waits
-	 * until the state has left IDLE, says that it saw it, and goes back
-	 * to the stop_machine() loop.  atomic_inc() is a full barrier on
-	 * x86: it orders everything this CPU did before (an NMI that returned
-	 * into this loop included) before the answer.
-	 */
-	if (atomic_inc_return(&upd->cpus_in) != 1) {
-		while (atomic_read(&kpatch_state) == KPATCH_STATE_IDLE)
-			cpu_relax();
-		atomic_inc(&upd->cpus_seen);
-		return 0;
-	}
-
-	kpatch_test_point(KPATCH_TEST_ENTER);
-
-	/*
-	 * Step 1.  func->op was written before stop_machine(), whose
-	 * rendezvous orders it before these stores.  The marks go before the
-	 * state: a CPU that sees UPDATING (and so may answer below) then sees
-	 * every mark too, so no caller on it can read an old target after its
-	 * answer.  A caller that reads a mark but still IDLE runs on a CPU
-	 * that has not answered yet, and is done before it does.  The state
-	 * goes before the table changes, for the smp_rmb() in
-	 * kpatch_redirect_slow().
-	 */
-	for (i = 0; i < upd->nr_sites; i++)
-		kpatch_site_mark(upd->sites[i]);
-	smp_wmb();	/* marks before state; see above */
-	atomic_set(&kpatch_state, KPATCH_STATE_UPDATING);
-	smp_wmb();	/* state before table; see above */
-
-	/*
-	 * Step 2.  The number of online CPUs cannot change inside
-	 * stop_machine().  On this CPU, an NMI that read an old target ended
-	 * before we got here.
-	 */
-	while (atomic_read(&upd->cpus_seen) < num_online_cpus() - 1)
-		cpu_relax();
-	kpatch_test_point(KPATCH_TEST_UPDATING);
-
-	if (kpatch_check_stacks(upd)) {
-		kpatch_state_finish(KPATCH_STATE_FAILURE, 0);
-		kpatch_settle_sites(upd);
-		return -EBUSY;
-	}
-
-	/*
-	 * Step 3.  The stop hooks convert the data, then the new entries are
-	 * published.  Nobody runs a new function before the state is
-	 * SUCCESS (slow path) or a final target is written (fast paths), and
-	 * both come after the atomic_cmpxchg() in kpatch_state_finish(), a
-	 * full barrier after the hooks' stores: a caller that gets the new
-	 * version sees the converted data (x86 keeps its loads in order).  A
-	 * caller of a changed function meanwhile can only be an NMI (every
-	 * other CPU is stopped, this one runs the hooks): it runs the old
-	 * function, maybe on data half converted, and makes the update fail,
-	 * which the undo hooks then roll back before any CPU is released.
-	 */
-	ret = kpatch_stop_hooks(upd);
-	if (ret) {
-		kpatch_state_finish(KPATCH_STATE_FAILURE, 0);
-		kpatch_settle_sites(upd);
-		return ret;
-	}
-
-	/* hash_add_rcu() puts the new entries first. */
-	for (i = 0; i < upd->nr_touched; i++) {
-		func = upd->touched[i].func;
-		if (upd->touched[i].add)
-			hash_add_rcu(kpatch_func_hash, &func->node, func->ip);
-	}
-
-	/*
-	 * All entries are in before the state says SUCCESS.  Pairs with the
-	 * smp_rmb() in kpatch_redirect_slow().
-	 */
-	smp_wmb();
-	kpatch_test_point(KPATCH_TEST_PUBLISHED);
-
-	state = kpatch_state_finish(KPATCH_STATE_SUCCESS, 0);
-	if (state == KPATCH_STATE_FAILURE) {
-		/* A patched function ran meanwhile and saw the old version. */
-		for (i = 0; i < upd->nr_touched; i++)
-			if (upd->touched[i].add)
-				hash_del_rcu(&upd->touched[i].func->node);
-		kpatch_undo_hooks(upd, upd->nr_parts);
-		kpatch_settle_sites(upd);	/* step 4 */
-		upd->refusal = KPATCH_RAN;
-		return -EBUSY;
-	}
-	WARN_ON_ONCE(state != KPATCH_STATE_SUCCESS);
-
-	/* SUCCESS makes callers skip these already; now unlink them. */
-	for (i = 0; i < upd->nr_touched; i++)
-		if (!upd->touched[i].add)
-			hash_del_rcu(&upd->touched[i].func->node);
-	kpatch_settle_sites(upd);	/* step 4 */
-	return 0;
-}
 
 static void kpatch_set_op(struct kpatch_update *upd, enum kpatch_op add,
 			  enum kpatch_op remove)
@@ -4019,3 +4006,48 @@ MODULE_DESCRIPTION("kpatch: replace kernel functions in a running kernel");
 MODULE_VERSION("0.1.0");
 MODULE_AUTHOR("kpatch developers");
 MODULE_LICENSE("GPL");
+
+/* ------------------------------------------------------------------------
+ * Test hooks
+ */
+
+#ifdef KPATCH_TEST_HOOKS
+/*
+ * Test builds only, see kpatch.h.  Set and called with kpatch_mutex held
+ * (the stop_machine() callback runs on behalf of the mutex holder), so the
+ * hook cannot change or go away during an update.
+ */
+static kpatch_test_hook_t kpatch_test_hook;
+
+static void kpatch_test_point(enum kpatch_test_point point)
+{
+	if (kpatch_test_hook)
+		kpatch_test_hook(point);
+}
+
+/**
+ * kpatch_test_set_hook() - install or remove the test hook
+ * @hook: function called at each &enum kpatch_test_point, or NULL
+ *
+ * The hook runs with kpatch_mutex held; at the callback points inside
+ * stop_machine(), with interrupts off.  A module that installs a hook must
+ * remove it before it is unloaded.
+ *
+ * Context: process context; sleeps.
+ * Return: 0, or -EBUSY if another hook is installed.
+ */
+int kpatch_test_set_hook(kpatch_test_hook_t hook)
+{
+	int ret = 0;
+
+	mutex_lock(&kpatch_mutex);
+	if (hook && kpatch_test_hook)
+		ret = -EBUSY;
+	else
+		kpatch_test_hook = hook;
+	mutex_unlock(&kpatch_mutex);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(kpatch_test_set_hook);
+
+#endif

@@ -578,7 +578,7 @@ static bool kpatch_failed_hook;
  * Entries for the same function are chained newest first, so the first
  * match is the one that runs.  Writers: only the stop_machine() callback.
  * Readers: the slow path of the redirect, in any context including NMI
- * (see the state machine below), and holders of kpatch_mutex.
+ * (see the state machine above), and holders of kpatch_mutex.
  */
 #define KPATCH_HASH_BITS	10
 static DEFINE_HASHTABLE(kpatch_func_hash, KPATCH_HASH_BITS);

@@ -78,8 +78,13 @@ demo:
 	selftests/harness/testbed.sh setup --demo
 	selftests/harness/testbed.sh demo
 
-check:
+# The test bed's cache: packages, kernels, headers, the debug kernel.
+# check, lint and bench need it; `make -j2 lint check` (.ci/run) sets it
+# up once, then runs the two side by side.
+testbed:
 	selftests/harness/testbed.sh setup
+
+check: testbed
 	selftests/harness/testbed.sh run
 
 # The fastest scripts that cover the core: the module API, both redirect
@@ -92,13 +97,11 @@ check-quick:
 	selftests/harness/testbed.sh setup --demo
 	KPATCH_TESTS='$(QUICK_TESTS)' selftests/harness/testbed.sh run demo
 
-lint:
-	selftests/harness/testbed.sh setup
+lint: testbed
 	selftests/harness/lint.sh
 
-bench:
-	selftests/harness/testbed.sh setup
+bench: testbed
 	selftests/harness/testbed.sh bench
 
-.PHONY: all modules install install-devel uninstall clean demo check check-quick \
-	lint bench
+.PHONY: all modules install install-devel uninstall clean demo testbed check \
+	check-quick lint bench

@@ -40,6 +40,8 @@
 #                        of the fastest core tests this way, on the demo's
 #                        kernel (see the Makefile)
 #   KPATCH_DEMO_TIMEOUT  seconds for `demo` (default 180)
+#   KPATCH_JOBS          kernels `run` tests at the same time (default: the
+#                        host's cores; each guest runs on one)
 #
 # A setup refuses to start while another command uses the cache, and the
 # others refuse to start during a setup (see "locks" below).
@@ -58,6 +60,11 @@ BUILDROOT=$CACHE/build
 TEST_TIMEOUT=${KPATCH_TEST_TIMEOUT:-1200}
 LOCKDOWN_TIMEOUT=${KPATCH_LOCKDOWN_TIMEOUT:-300}
 DEMO_TIMEOUT=${KPATCH_DEMO_TIMEOUT:-180}
+JOBS=${KPATCH_JOBS:-$(nproc)}
+[[ $JOBS =~ ^[1-9][0-9]*$ ]] || { echo "testbed: KPATCH_JOBS must be a positive number: $JOBS" >&2; exit 2; }
+# Run from `make -jN` (.ci/run: make -j2 lint check), the kernel builds
+# here must not join that make's jobserver: they choose their own -j.
+unset MAKEFLAGS MFLAGS MAKELEVEL GNUMAKEFLAGS
 # Overridable only to test the source-file logic against a scratch dir.
 APT_SOURCES_DIR=${KPATCH_APT_SOURCES_DIR:-/etc/apt/sources.list.d}
 BACKPORTS_SOURCES=$APT_SOURCES_DIR/kpatch-testbed-backports.sources
@@ -995,6 +1002,96 @@ count_tests() {
 	test_scripts | wc -l
 }
 
+# run_kernel KVER: build, boot and test one kernel, then its lockdown
+# boot: its TAP on stdout, numbered from 1 and ending with its plan; counts
+# in PASS, FAIL and SKIP: every failure is a "not ok" line.  Not in an
+# `if` or `||` list: make_and_boot relies on set -e.
+run_kernel() {
+	local kver=$1
+	TAPN=0
+	echo "# kernel $kver"
+	if ! build_for "$kver"; then
+		tap_line "not ok" "$kver: build"
+		echo "# --- last 30 lines of $BUILDROOT/$kver.build.log ---"
+		tail -n 30 "$BUILDROOT/$kver.build.log" | diag
+		echo "1..$TAPN"
+		return 0
+	fi
+	local dir=$BUILDROOT/$kver tmo=$TEST_TIMEOUT ltmo=$LOCKDOWN_TIMEOUT
+	# The debug kernel's checkers make the suite 2-3 times slower.
+	if is_debug_kernel "$kver"; then
+		tmo=${KPATCH_TEST_TIMEOUT:-2400} ltmo=${KPATCH_LOCKDOWN_TIMEOUT:-600}
+	fi
+	if ((${#TEST_GLOBS[@]})); then
+		PROGRESS=$kver PROGRESS_TOTAL=$(count_tests)
+		make_and_boot "$kver" test "$tmo"
+		results_to_tap "$dir/results.log"
+		check_guest "$kver" "$dir" "the tests" "$tmo" || true
+	fi
+	if ((WANT_LOCKDOWN)); then
+		PROGRESS="$kver (lockdown)" PROGRESS_TOTAL=1
+		lockdown_boot "$kver" "$ltmo"
+		results_to_tap "$dir/lockdown/results.log"
+		check_guest "$kver (lockdown)" "$dir/lockdown" "the lockdown tests" \
+			"$ltmo" || true
+	fi
+	echo "1..$TAPN"
+}
+
+# run_lanes KVER...: run_kernel for each, up to JOBS at a time in
+# background lanes.  Each guest runs on one host core (thread=single, see
+# boot), so a 2-core host tests two kernels at once.  A lane writes its
+# kernel's TAP to BUILDROOT/KVER.tap and its counts to BUILDROOT/KVER.counts;
+# they are printed and added up in the list's order when all have finished,
+# while the progress lines on stderr come as they happen.  The debug kernel
+# starts first: it takes about as long as the others together.
+LANES=()
+kill_lanes() {
+	local p
+	for p in "${LANES[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	LANES=()
+}
+
+run_lanes() {
+	local kver order=() running=0 tap counts p f s
+	for kver; do if is_debug_kernel "$kver"; then order+=("$kver"); fi; done
+	for kver; do if ! is_debug_kernel "$kver"; then order+=("$kver"); fi; done
+	trap 'kill_lanes; kill_guest' EXIT
+	for kver in "${order[@]}"; do
+		if ((running >= JOBS)); then
+			wait -n || true
+			running=$((running - 1))
+		fi
+		rm -f "$BUILDROOT/$kver".{tap,counts}
+		# A lane stopped by a signal stops its guest (kill_guest).
+		(
+			trap kill_guest EXIT
+			trap 'exit 143' TERM
+			trap 'exit 130' INT
+			run_kernel "$kver" >"$BUILDROOT/$kver.tap"
+			echo "$PASS $FAIL $SKIP" >"$BUILDROOT/$kver.counts"
+		) &
+		LANES+=($!)
+		running=$((running + 1))
+	done
+	wait || true
+	LANES=()
+	trap kill_guest EXIT
+	for kver; do
+		tap=$BUILDROOT/$kver.tap counts=$BUILDROOT/$kver.counts
+		if [[ -e $tap ]]; then cat "$tap"; fi
+		if [[ -s $counts ]] && read -r p f s <"$counts"; then
+			PASS=$((PASS + p)) FAIL=$((FAIL + f)) SKIP=$((SKIP + s))
+		else
+			# The lane stopped before its end (set -e, or killed).
+			TAPN=0
+			tap_line "not ok" "$kver: the test lane stopped early"
+			echo "1..$TAPN"
+		fi
+	done
+}
+
 cmd_run() {
 	local kernels=("$@") kver rc=0
 	test_scripts >/dev/null
@@ -1004,38 +1101,16 @@ cmd_run() {
 		list=$(kernel_list)
 		mapfile -t kernels <<<"$list"
 	fi
-	for kver in "${kernels[@]}"; do
-		if [[ $kver == demo ]]; then kver=$(demo_kernel); fi
-		TAPN=0
-		echo "# kernel $kver"
-		if ! build_for "$kver"; then
-			tap_line "not ok" "$kver: build"
-			echo "# --- last 30 lines of $BUILDROOT/$kver.build.log ---"
-			tail -n 30 "$BUILDROOT/$kver.build.log" | diag
-			echo "1..$TAPN"
-			rc=1
-			continue
-		fi
-		local dir=$BUILDROOT/$kver tmo=$TEST_TIMEOUT ltmo=$LOCKDOWN_TIMEOUT
-		# The debug kernel's checkers make the suite 2-3 times slower.
-		if is_debug_kernel "$kver"; then
-			tmo=${KPATCH_TEST_TIMEOUT:-2400} ltmo=${KPATCH_LOCKDOWN_TIMEOUT:-600}
-		fi
-		if ((${#TEST_GLOBS[@]})); then
-			PROGRESS=$kver PROGRESS_TOTAL=$(count_tests)
-			make_and_boot "$kver" test "$tmo"
-			results_to_tap "$dir/results.log"
-			check_guest "$kver" "$dir" "the tests" "$tmo" || rc=1
-		fi
-		if ((WANT_LOCKDOWN)); then
-			PROGRESS="$kver (lockdown)" PROGRESS_TOTAL=1
-			lockdown_boot "$kver" "$ltmo"
-			results_to_tap "$dir/lockdown/results.log"
-			check_guest "$kver (lockdown)" "$dir/lockdown" "the lockdown tests" \
-				"$ltmo" || rc=1
-		fi
-		echo "1..$TAPN"
+	for kver in "${!kernels[@]}"; do
+		if [[ ${kernels[kver]} == demo ]]; then kernels[kver]=$(demo_kernel); fi
 	done
+	if ((JOBS > 1 && ${#kernels[@]} > 1)); then
+		run_lanes "${kernels[@]}"
+	else
+		for kver in "${kernels[@]}"; do
+			run_kernel "$kver"
+		done
+	fi
 	local summary="$PASS passed, $FAIL failed"
 	if ((SKIP)); then summary+=", $SKIP skipped"; fi
 	echo "$summary"

@@ -123,15 +123,48 @@ need_gnuplot() {
 	command -v gnuplot >/dev/null || die "gnuplot-nox installed no gnuplot"
 }
 
+# ko_parts KO: "code rodata dropped init", KO's allocated read-only
+# sections (what size(1) adds up as text) by what the module loader does
+# with them: executable code, kept while loaded; read-only data, kept
+# (strings, ORC unwind tables, ftrace's and alternatives' site lists);
+# __versions and .modinfo, dropped at load (the loader clears their
+# SHF_ALLOC); .init.*, freed when init returns.
+ko_parts() {
+	local name _t _a _o size _e flags code=0 rodata=0 dropped=0 init=0
+	while read -r name _t _a _o size _e flags _; do
+		[[ $flags == *A* && $flags != *W* ]] || continue
+		size=$((16#$size))
+		case $name in
+		.init*) init=$((init + size)) ;;
+		__versions | .modinfo) dropped=$((dropped + size)) ;;
+		*)
+			if [[ $flags == *X* ]]; then
+				code=$((code + size))
+			else
+				rodata=$((rodata + size))
+			fi
+			;;
+		esac
+	done < <(readelf -SW "$1" | sed -n 's/^ *\[ *[0-9]*\] //p')
+	echo "$code $rodata $dropped $init"
+}
+
 # results.log -> CSV "kernel,metric,value"; size(1) of kpatch.ko added
 to_csv() {
-	local kver=$1 dir=$2 text data bss
+	local kver=$1 dir=$2 text data bss code rodata dropped init
 	read -r text data bss _ < <(size "$dir/kpatch/kpatch.ko" | tail -n 1)
+	read -r code rodata dropped init < <(ko_parts "$dir/kpatch/kpatch.ko")
+	((code + rodata + dropped + init == text)) ||
+		die "kpatch.ko: sections add up to $((code + rodata + dropped + init)), size(1) says text $text"
 	{
 		echo "kernel,metric,value"
 		echo "$kver,kpatch_ko_text,$text"
 		echo "$kver,kpatch_ko_data,$data"
 		echo "$kver,kpatch_ko_bss,$bss"
+		echo "$kver,kpatch_ko_code,$code"
+		echo "$kver,kpatch_ko_rodata,$rodata"
+		echo "$kver,kpatch_ko_dropped,$dropped"
+		echo "$kver,kpatch_ko_init,$init"
 		awk -v k="$kver" '$1 == "@@" && NF == 3 { print k "," $2 "," $3 }' \
 			"$dir/results.log"
 	} >"$OUT/$kver.csv"
@@ -214,8 +247,12 @@ report() {
 				v["sizeof_kpatch_func"] + 16 + 64 + 2 * 32
 			text = v["kpatch_ko_text"]
 			ram = v["kpatch_ko_data"] + v["kpatch_ko_bss"]
-			printf "\nTargets: text <= 20 KiB: %s (%s); bss + data <= 16 KiB: %s (%s)\n",
+			printf "\nText by what the module loader does with it: code kept %s, read-only data kept %s (strings, ORC unwind tables, site lists), dropped at load %s (__versions, .modinfo), freed after init %s.\n",
+				grouped(v["kpatch_ko_code"]), grouped(v["kpatch_ko_rodata"]),
+				grouped(v["kpatch_ko_dropped"]), grouped(v["kpatch_ko_init"])
+			printf "\nTargets: text <= 20 KiB: %s (%s; code kept: %s); bss + data <= 16 KiB: %s (%s)\n",
 				text <= 20480 ? "yes" : "no", grouped(text),
+				grouped(v["kpatch_ko_code"]),
 				ram <= 16384 ? "yes" : "no", grouped(ram)
 			print "\nApply latency through the control file, idle guest (instructions = ns):\n"
 			print "| functions | write() returns | patch seen active |"

@@ -708,7 +708,7 @@ sign_modules() {
 # ------------------------------------------------------------ initramfs ----
 
 make_initramfs() {
-	local out=$1 root=$1/initramfs f
+	local out=$1 dest=${2:-$1} list=${3:-} root=${2:-$1}/initramfs f
 	rm -rf "$root"
 	mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,tmp,root}
 	mkdir -p "$root"/kpatch/{selftests,test_modules}
@@ -742,10 +742,11 @@ make_initramfs() {
 	done
 	while IFS= read -r f; do
 		cp "$f" "$root/kpatch/selftests/"
-	done < <(test_scripts)
+	done < <(if [[ -n $list ]]; then cat "$list"; else test_scripts; fi)
 	if [[ -d $out/bin ]]; then cp "$out"/bin/* "$root/bin/"; fi
 	(cd "$root" && find . -print0 | sort -z |
-		cpio --null -o -H newc --owner=0:0 --quiet) | gzip -6 >"$out/initramfs.gz"
+		cpio --null -o -H newc --owner=0:0 --quiet) | gzip -6 >"$dest/initramfs.gz"
+	rm -rf "$root"
 }
 
 # ----------------------------------------------------------------- boot ----
@@ -766,7 +767,9 @@ trap 'exit 143' TERM
 # finishes, with its counts, from the guest's results.log as it grows.
 # cmd_run sets PROGRESS (the label: the kernel, and "(lockdown)" for the
 # second boot) and PROGRESS_TOTAL (scripts in the guest); empty: no lines.
-PROGRESS='' PROGRESS_TOTAL=0
+# PROG_TIMES: a file to add "SCRIPT SECONDS" to for each script that
+# finished (run_guest: the shards' balance in the next run).
+PROGRESS='' PROGRESS_TOTAL=0 PROG_TIMES=''
 PROG_LINES=0 PROG_DONE=0 PROG_SCRIPT='' PROG_T0=0 PROG_OK=0 PROG_NOK=0 PROG_SKIP=0
 
 progress_start() {
@@ -778,6 +781,9 @@ progress_report() {
 	[[ -n $PROG_SCRIPT ]] || return 0
 	PROG_DONE=$((PROG_DONE + 1))
 	log "$PROGRESS: $PROG_DONE/$PROGRESS_TOTAL $PROG_SCRIPT ${1:-done}: $PROG_OK ok, $PROG_NOK not ok, $PROG_SKIP skipped ($((SECONDS - PROG_T0))s)"
+	if [[ -n $PROG_TIMES && -z ${1:-} ]]; then
+		echo "$PROG_SCRIPT $((SECONDS - PROG_T0))" >>"$PROG_TIMES"
+	fi
 	PROG_SCRIPT=''
 }
 
@@ -816,6 +822,13 @@ progress_end() {
 boot() {
 	local kver=$1 dir=$2 mode=$3 tmo=$4 args=${5:-} start
 	rm -f "$dir"/{console,results,qemu}.log
+	# no5lvl on the debug kernel: -cpu max offers LA57, and an interrupt
+	# that lands while identify_cpu() has cleared the CPU's feature bits
+	# sees pgtable_l5_enabled() false, so KASAN takes the 5-level direct
+	# map for a wild address and reports it (early boot, swapper, before
+	# any module).  Four-level paging closes that window; the Debian
+	# kernels, without KASAN, still boot with five levels.
+	if is_debug_kernel "$kver"; then args="no5lvl${args:+ $args}"; fi
 	start=$SECONDS
 	# console.log: kernel console (ttyS0); results.log: test protocol (ttyS1).
 	# thread=single: with one host thread per vCPU (MTTCG), a vCPU calling a
@@ -952,19 +965,18 @@ is_debug_kernel() {
 	[[ -e $CACHE/kernels/$1/debug-kernel.key ]]
 }
 
-# lockdown_boot KVER TIMEOUT: the second boot of `run`, with
-# lockdown=integrity, runs selftests/lockdown.sh; logs in
-# $BUILDROOT/KVER/lockdown/.  kpatch.modsig tells the guest whether the
-# modules are signed with the kernel's key (sign_modules), so that they
-# must load, or unsigned, so that lockdown must refuse them.
+# lockdown_boot KVER DIR TIMEOUT: the lockdown boot of `run`, with
+# lockdown=integrity, runs selftests/lockdown.sh; logs in DIR.
+# kpatch.modsig tells the guest whether the modules are signed with the
+# kernel's key (sign_modules), so that they must load, or unsigned, so
+# that lockdown must refuse them.
 lockdown_boot() {
-	local kver=$1 tmo=$2 dir=$BUILDROOT/$1 sig=unsigned
-	[[ -e $dir/initramfs.gz ]] || make_initramfs "$dir"
-	mkdir -p "$dir/lockdown"
-	ln -f "$dir/initramfs.gz" "$dir/lockdown/initramfs.gz"
+	local kver=$1 dir=$2 tmo=$3 sig=unsigned
+	: >"$dir/scripts"
+	make_initramfs "$BUILDROOT/$kver" "$dir" "$dir/scripts"
 	if [[ -e $(host_kdir "$kver")/certs/signing_key.pem ]]; then sig=signed; fi
-	log "booting $kver (lockdown, timeout ${tmo}s, console: $dir/lockdown/console.log)"
-	boot "$kver" "$dir/lockdown" lockdown "$tmo" "lockdown=integrity kpatch.modsig=$sig"
+	log "booting $kver (lockdown, timeout ${tmo}s, console: $dir/console.log)"
+	boot "$kver" "$dir" lockdown "$tmo" "lockdown=integrity kpatch.modsig=$sig"
 	log "$kver: lockdown guest ran ${BOOT_SECS}s"
 }
 
@@ -997,54 +1009,19 @@ test_scripts() {
 	if ((${#seen[@]})); then printf '%s\n' "${!seen[@]}" | sort; fi
 }
 
-# count_tests: the test scripts that make_initramfs puts in the guest
-count_tests() {
-	test_scripts | wc -l
-}
+# ------------------------------------------------------------ run lanes ----
+#
+# `run` in three steps: build every kernel; boot its guests; print each
+# kernel's TAP, in the list's order.  Builds and guests run in up to JOBS
+# background lanes: each guest runs on one host core (thread=single, see
+# boot), so a 2-core host boots two at a time.  A kernel's test scripts
+# are split into JOBS shards, one guest each, so that the lanes finish
+# together: balanced on each script's seconds in the previous run
+# (BUILDROOT/KVER/times; without it 10 s, 25 on the debug kernel), and
+# the longest guests start first.  The lockdown boot is a guest of its
+# own.  A guest's logs are in BUILDROOT/KVER/GUEST/ (GUEST: test-N or
+# lockdown), with qemu's exit status in boot.rc.
 
-# run_kernel KVER: build, boot and test one kernel, then its lockdown
-# boot: its TAP on stdout, numbered from 1 and ending with its plan; counts
-# in PASS, FAIL and SKIP: every failure is a "not ok" line.  Not in an
-# `if` or `||` list: make_and_boot relies on set -e.
-run_kernel() {
-	local kver=$1
-	TAPN=0
-	echo "# kernel $kver"
-	if ! build_for "$kver"; then
-		tap_line "not ok" "$kver: build"
-		echo "# --- last 30 lines of $BUILDROOT/$kver.build.log ---"
-		tail -n 30 "$BUILDROOT/$kver.build.log" | diag
-		echo "1..$TAPN"
-		return 0
-	fi
-	local dir=$BUILDROOT/$kver tmo=$TEST_TIMEOUT ltmo=$LOCKDOWN_TIMEOUT
-	# The debug kernel's checkers make the suite 2-3 times slower.
-	if is_debug_kernel "$kver"; then
-		tmo=${KPATCH_TEST_TIMEOUT:-2400} ltmo=${KPATCH_LOCKDOWN_TIMEOUT:-600}
-	fi
-	if ((${#TEST_GLOBS[@]})); then
-		PROGRESS=$kver PROGRESS_TOTAL=$(count_tests)
-		make_and_boot "$kver" test "$tmo"
-		results_to_tap "$dir/results.log"
-		check_guest "$kver" "$dir" "the tests" "$tmo" || true
-	fi
-	if ((WANT_LOCKDOWN)); then
-		PROGRESS="$kver (lockdown)" PROGRESS_TOTAL=1
-		lockdown_boot "$kver" "$ltmo"
-		results_to_tap "$dir/lockdown/results.log"
-		check_guest "$kver (lockdown)" "$dir/lockdown" "the lockdown tests" \
-			"$ltmo" || true
-	fi
-	echo "1..$TAPN"
-}
-
-# run_lanes KVER...: run_kernel for each, up to JOBS at a time in
-# background lanes.  Each guest runs on one host core (thread=single, see
-# boot), so a 2-core host tests two kernels at once.  A lane writes its
-# kernel's TAP to BUILDROOT/KVER.tap and its counts to BUILDROOT/KVER.counts;
-# they are printed and added up in the list's order when all have finished,
-# while the progress lines on stderr come as they happen.  The debug kernel
-# starts first: it takes about as long as the others together.
 LANES=()
 kill_lanes() {
 	local p
@@ -1053,64 +1030,170 @@ kill_lanes() {
 	LANES=()
 }
 
-run_lanes() {
-	local kver order=() running=0 tap counts p f s
-	for kver; do if is_debug_kernel "$kver"; then order+=("$kver"); fi; done
-	for kver; do if ! is_debug_kernel "$kver"; then order+=("$kver"); fi; done
-	trap 'kill_lanes; kill_guest' EXIT
-	for kver in "${order[@]}"; do
-		if ((running >= JOBS)); then
-			wait -n || true
-			running=$((running - 1))
-		fi
-		rm -f "$BUILDROOT/$kver".{tap,counts}
-		# A lane stopped by a signal stops its guest (kill_guest).
-		(
-			trap kill_guest EXIT
-			trap 'exit 143' TERM
-			trap 'exit 130' INT
-			run_kernel "$kver" >"$BUILDROOT/$kver.tap"
-			echo "$PASS $FAIL $SKIP" >"$BUILDROOT/$kver.counts"
-		) &
-		LANES+=($!)
-		running=$((running + 1))
+# lane CMD...: CMD in a background lane, once fewer than JOBS run.  A lane
+# stopped by a signal stops its guest (kill_guest).
+lane() {
+	while (($(jobs -pr | wc -l) >= JOBS)); do wait -n || true; done
+	(
+		trap kill_guest EXIT
+		trap 'exit 143' TERM
+		trap 'exit 130' INT
+		"$@"
+	) &
+	LANES+=($!)
+}
+
+# build_lane KVER: build_for, its status in BUILDROOT/KVER.built
+build_lane() {
+	local rc=0
+	build_for "$1" || rc=$?
+	echo "$rc" >"$BUILDROOT/$1.built"
+}
+
+# kernel_timeouts KVER: "TEST LOCKDOWN" guest timeouts in seconds.  The
+# debug kernel's checkers make it 2-3 times slower.
+kernel_timeouts() {
+	if is_debug_kernel "$1"; then
+		echo "${KPATCH_TEST_TIMEOUT:-2400} ${KPATCH_LOCKDOWN_TIMEOUT:-600}"
+	else
+		echo "$TEST_TIMEOUT $LOCKDOWN_TIMEOUT"
+	fi
+}
+
+# shard KVER: the selected scripts into BUILDROOT/KVER/test-N/scripts,
+# N = 1..JOBS (greedy, longest script first, to the lightest shard); prints
+# "SECONDS KVER test-N" for each shard that has scripts, and for the
+# lockdown boot when it is selected.
+shard() {
+	local kver=$1 dir=$BUILDROOT/$1 def=10 n i best script secs
+	local -A last=()
+	local -a load=() files=()
+	if is_debug_kernel "$kver"; then def=25; fi
+	if [[ -s $dir/times ]]; then
+		while read -r script secs; do last[$script]=$secs; done <"$dir/times"
+	fi
+	rm -rf "$dir"/test-* "$dir/lockdown"
+	n=$(test_scripts | wc -l)
+	((n <= JOBS)) || n=$JOBS
+	for ((i = 1; i <= n; i++)); do
+		mkdir -p "$dir/test-$i"
+		: >"$dir/test-$i/scripts"
+		load[i]=0
 	done
-	wait || true
-	LANES=()
-	trap kill_guest EXIT
-	for kver; do
-		tap=$BUILDROOT/$kver.tap counts=$BUILDROOT/$kver.counts
-		if [[ -e $tap ]]; then cat "$tap"; fi
-		if [[ -s $counts ]] && read -r p f s <"$counts"; then
-			PASS=$((PASS + p)) FAIL=$((FAIL + f)) SKIP=$((SKIP + s))
+	mapfile -t files < <(test_scripts)
+	while read -r secs script; do
+		best=1
+		for ((i = 2; i <= n; i++)); do
+			if ((load[i] < load[best])); then best=$i; fi
+		done
+		echo "$script" >>"$dir/test-$best/scripts"
+		load[best]=$((load[best] + secs))
+	done < <(for script in "${files[@]}"; do
+			echo "${last[${script##*/}]:-$def} $script"
+		 done | sort -k1,1nr -k2)
+	for ((i = 1; i <= n; i++)); do
+		sort -o "$dir/test-$i/scripts" "$dir/test-$i/scripts"
+		echo "${load[i]} $kver test-$i"
+	done
+	if ((WANT_LOCKDOWN)); then
+		mkdir -p "$dir/lockdown"
+		echo "${last[lockdown.sh]:-$def} $kver lockdown"
+	fi
+}
+
+# run_guest KVER GUEST NSHARDS: boot one guest of `run` (see above).
+run_guest() {
+	local kver=$1 g=$2 dir=$BUILDROOT/$1/$2 tmo ltmo
+	read -r tmo ltmo < <(kernel_timeouts "$kver")
+	rm -f "$dir"/{boot.rc,times}
+	PROG_TIMES=$dir/times
+	if [[ $g == lockdown ]]; then
+		PROGRESS="$kver (lockdown)" PROGRESS_TOTAL=1
+		lockdown_boot "$kver" "$dir" "$ltmo"
+	else
+		PROGRESS=$kver PROGRESS_TOTAL=$(wc -l <"$dir/scripts")
+		if (($3 > 1)); then PROGRESS+=" ($g/$3)"; fi
+		make_initramfs "$BUILDROOT/$kver" "$dir" "$dir/scripts"
+		log "booting $kver ($g, timeout ${tmo}s, console: $dir/console.log)"
+		boot "$kver" "$dir" test "$tmo"
+		log "$kver: guest $g ran ${BOOT_SECS}s"
+	fi
+	echo "$BOOT_RC" >"$dir/boot.rc"
+}
+
+# report_kernel KVER NSHARDS: KVER's TAP, numbered from 1 and ending with
+# its plan, from its build status and its guests' logs.
+report_kernel() {
+	local kver=$1 n=$2 dir=$BUILDROOT/$1 tmo ltmo g gdir label
+	read -r tmo ltmo < <(kernel_timeouts "$kver")
+	TAPN=0
+	echo "# kernel $kver"
+	if [[ $(cat "$BUILDROOT/$kver.built" 2>/dev/null) != 0 ]]; then
+		tap_line "not ok" "$kver: build"
+		echo "# --- last 30 lines of $BUILDROOT/$kver.build.log ---"
+		tail -n 30 "$BUILDROOT/$kver.build.log" | diag
+		echo "1..$TAPN"
+		return 0
+	fi
+	for gdir in "$dir"/test-* "$dir"/lockdown; do
+		[[ -d $gdir ]] || continue
+		g=${gdir##*/}
+		# A guest that never booted (its lane was stopped) did not finish.
+		touch "$gdir"/{console,results}.log
+		BOOT_RC=$(cat "$gdir/boot.rc" 2>/dev/null || echo -1)
+		results_to_tap "$gdir/results.log"
+		if [[ $g == lockdown ]]; then
+			check_guest "$kver (lockdown)" "$gdir" "the lockdown tests" \
+				"$ltmo" || true
 		else
-			# The lane stopped before its end (set -e, or killed).
-			TAPN=0
-			tap_line "not ok" "$kver: the test lane stopped early"
-			echo "1..$TAPN"
+			label=$kver
+			if ((n > 1)); then label+=" ($g/$n)"; fi
+			check_guest "$label" "$gdir" "the tests" "$tmo" || true
 		fi
 	done
+	echo "1..$TAPN"
 }
 
 cmd_run() {
-	local kernels=("$@") kver rc=0
+	local kernels=() kver g secs rc=0 n=0
+	local -a queue=()
+	local -A shards=()
 	test_scripts >/dev/null
 	lock_cache
-	if ((${#kernels[@]} == 0)); then
+	if (($# == 0)); then
 		local list
 		list=$(kernel_list)
 		mapfile -t kernels <<<"$list"
 	fi
-	for kver in "${!kernels[@]}"; do
-		if [[ ${kernels[kver]} == demo ]]; then kernels[kver]=$(demo_kernel); fi
+	for kver; do
+		if [[ $kver == demo ]]; then kver=$(demo_kernel); fi
+		kernels+=("$kver")
 	done
-	if ((JOBS > 1 && ${#kernels[@]} > 1)); then
-		run_lanes "${kernels[@]}"
-	else
-		for kver in "${kernels[@]}"; do
-			run_kernel "$kver"
-		done
-	fi
+	trap 'kill_lanes; kill_guest' EXIT
+	for kver in "${kernels[@]}"; do
+		rm -f "$BUILDROOT/$kver.built"
+		lane build_lane "$kver"
+	done
+	wait
+	for kver in "${kernels[@]}"; do
+		[[ $(cat "$BUILDROOT/$kver.built" 2>/dev/null) == 0 ]] || continue
+		mapfile -t -O "${#queue[@]}" queue < <(shard "$kver")
+		shards[$kver]=$(test_scripts | wc -l)
+		((shards[$kver] <= JOBS)) || shards[$kver]=$JOBS
+	done
+	while read -r secs kver g; do
+		lane run_guest "$kver" "$g" "${shards[$kver]}"
+	done < <(printf '%s\n' "${queue[@]}" | sort -k1,1nr)
+	wait
+	LANES=()
+	trap kill_guest EXIT
+	for kver in "${kernels[@]}"; do
+		report_kernel "$kver" "${shards[$kver]:-0}"
+		# The scripts' seconds of this run balance the next one's shards.
+		if compgen -G "$BUILDROOT/$kver/*/times" >/dev/null; then
+			cat "$BUILDROOT/$kver"/*/times >"$BUILDROOT/$kver/times"
+		fi
+	done
 	local summary="$PASS passed, $FAIL failed"
 	if ((SKIP)); then summary+=", $SKIP skipped"; fi
 	echo "$summary"

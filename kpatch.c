@@ -381,15 +381,14 @@ struct kpatch_update {
 	 * One try, from kpatch_collect(), freed by kpatch_uncollect(): the
 	 * parts (the patches whose hooks the update runs, in the order they
 	 * run: those it removes, newest first, then the one it adds), and
-	 * the functions of the parts in the same order, with their role.
+	 * the functions of the parts in the same order: those taken out,
+	 * then from touched[first_add] on those published.
 	 */
 	struct kpatch_module **parts;
 	unsigned int nr_parts;
-	struct kpatch_touched {
-		struct kpatch_func *func;
-		bool add;		/* published, or taken out */
-	} *touched;
+	struct kpatch_func **touched;
 	unsigned int nr_touched;
+	unsigned int first_add;
 
 	/* One try, from kpatch_build_ranges(), freed by the try. */
 	struct kpatch_range *ranges;	/* sorted, disjoint */
@@ -857,10 +856,9 @@ static int kpatch_update_cb(void *data)
 	}
 
 	/* hash_add_rcu() puts the new entries first. */
-	for (i = 0; i < upd->nr_touched; i++) {
-		func = upd->touched[i].func;
-		if (upd->touched[i].add)
-			hash_add_rcu(kpatch_func_hash, &func->node, func->ip);
+	for (i = upd->first_add; i < upd->nr_touched; i++) {
+		func = upd->touched[i];
+		hash_add_rcu(kpatch_func_hash, &func->node, func->ip);
 	}
 
 	/*
@@ -873,9 +871,8 @@ static int kpatch_update_cb(void *data)
 	state = kpatch_state_finish(KPATCH_STATE_SUCCESS, 0);
 	if (state == KPATCH_STATE_FAILURE) {
 		/* A patched function ran meanwhile and saw the old version. */
-		for (i = 0; i < upd->nr_touched; i++)
-			if (upd->touched[i].add)
-				hash_del_rcu(&upd->touched[i].func->node);
+		for (i = upd->first_add; i < upd->nr_touched; i++)
+			hash_del_rcu(&upd->touched[i]->node);
 		kpatch_undo_hooks(upd, upd->nr_parts);
 		kpatch_settle_sites(upd);	/* step 4 */
 		upd->refusal = KPATCH_RAN;
@@ -884,9 +881,8 @@ static int kpatch_update_cb(void *data)
 	WARN_ON_ONCE(state != KPATCH_STATE_SUCCESS);
 
 	/* SUCCESS makes callers skip these already; now unlink them. */
-	for (i = 0; i < upd->nr_touched; i++)
-		if (!upd->touched[i].add)
-			hash_del_rcu(&upd->touched[i].func->node);
+	for (i = 0; i < upd->first_add; i++)
+		hash_del_rcu(&upd->touched[i]->node);
 	kpatch_settle_sites(upd);	/* step 4 */
 	return 0;
 }
@@ -922,7 +918,8 @@ static unsigned int kpatch_sort_uniq(void *base, unsigned int n, size_t size,
  * The parts of @upd and the functions it touches, computed once per try
  * (see struct kpatch_update): the patches it removes, newest first, then
  * the one it adds; and the functions of those parts in the same order,
- * each with its role.  Every later step iterates these two arrays.
+ * so that those taken out come first and first_add says where the
+ * published ones start.  Every later step iterates these two arrays.
  */
 static int kpatch_collect(struct kpatch_update *upd)
 {
@@ -954,12 +951,11 @@ static int kpatch_collect(struct kpatch_update *upd)
 	}
 	for (p = 0; p < upd->nr_parts; p++) {
 		kpmod = upd->parts[p];
-		for (i = 0; i < kpmod->num_funcs; i++) {
-			upd->touched[upd->nr_touched].func = &kpmod->funcs[i];
-			upd->touched[upd->nr_touched].add = kpmod == upd->add;
-			upd->nr_touched++;
-		}
+		for (i = 0; i < kpmod->num_funcs; i++)
+			upd->touched[upd->nr_touched++] = &kpmod->funcs[i];
 	}
+	/* The patch it adds is the last part. */
+	upd->first_add = upd->nr_touched - (upd->add ? upd->add->num_funcs : 0);
 	return 0;
 }
 
@@ -1106,9 +1102,9 @@ static int kpatch_build_ranges(struct kpatch_update *upd)
 	upd->nr_ranges = 0;
 
 	for (i = 0; i < upd->nr_touched; i++) {
-		func = upd->touched[i].func;
+		func = upd->touched[i];
 		top = kpatch_top_func(func->ip);
-		if (upd->touched[i].add) {
+		if (i >= upd->first_add) {
 			if (top)
 				kpatch_add_range(upd, top->new_addr,
 						 top->new_size);
@@ -2443,7 +2439,7 @@ static int kpatch_collect_sites(struct kpatch_update *upd)
 		return -ENOMEM;
 	upd->nr_sites = 0;
 	for (i = 0; i < upd->nr_touched; i++) {
-		site = kpatch_site_find(upd->touched[i].func->ip);
+		site = kpatch_site_find(upd->touched[i]->ip);
 		if (!WARN_ON_ONCE(!site))
 			upd->sites[upd->nr_sites++] = site;
 	}
@@ -2908,7 +2904,7 @@ static void kpatch_set_op(struct kpatch_update *upd, enum kpatch_op add,
 	unsigned int i;
 
 	for (i = 0; i < upd->nr_touched; i++)
-		upd->touched[i].func->op = upd->touched[i].add ? add : remove;
+		upd->touched[i]->op = i >= upd->first_add ? add : remove;
 }
 
 /*

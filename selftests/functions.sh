@@ -250,6 +250,51 @@ check_no_splat() {
 	fi
 }
 
+# check_log DESC [MODULE...] <<EOF ... EOF: kpatch's own kernel log lines
+# since the last log_mark are exactly the text on stdin, line for line and
+# in this order.  What kpatch logs is what an administrator reads after a
+# patch, unpatch, replace or refusal, so the text is compared whole, not
+# grepped for.
+#
+# Kept are the lines that start with "kpatch: ", and those of each MODULE
+# ("MODULE: "), timestamps ("[  12.345678] ", and a "[T123] " caller id)
+# stripped; everything else in the log (other modules, lockdep, the
+# selftest's own marks) is left out.  Also left out are the two lines the
+# module loader writes about kpatch.ko itself, on its first load in a boot
+# only ("kpatch: loading out-of-tree module taints kernel.", "kpatch:
+# module verification failed: ...").  Hexadecimal numbers written "0x..."
+# become "0x_" in both texts: these are the offsets and sizes of %pS
+# ("func+0x1c/0x40 [mod]"), which differ between kernels and builds.  Any
+# other value that varies (a pid, an address) the caller puts into the
+# expected text itself.
+check_log() {
+	_clg_desc=$1
+	shift
+	_clg_keep="kpatch $*"
+	_clg_want=$(sed 's/0x[0-9a-fA-F][0-9a-fA-F]*/0x_/g')
+	_clg_seen=$(log_since_mark |
+		sed 's/^\[[ 0-9.]*\] //; s/^\[ *[TC][0-9]*\] //' |
+		awk -v keep="$_clg_keep" '
+			BEGIN { n = split(keep, k, " ") }
+			/^kpatch: (loading out-of-tree module taints kernel[.]|module verification failed: )/ { next }
+			{
+				for (i = 1; i <= n; i++)
+					if (index($0, k[i] ": ") == 1) {
+						print
+						next
+					}
+			}' |
+		sed 's/0x[0-9a-fA-F][0-9a-fA-F]*/0x_/g')
+	if [ "$_clg_seen" = "$_clg_want" ]; then
+		ok "$_clg_desc"
+	else
+		not_ok "$_clg_desc"
+		diag "kpatch's log lines (${_clg_keep% }), - expected, + seen:"
+		show_diff "$_clg_want" "$_clg_seen"
+		return 1
+	fi
+}
+
 # -------------------------------------------------------------- modules --
 
 # mod_loaded NAME: is module NAME loaded?

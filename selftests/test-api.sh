@@ -61,6 +61,11 @@ check_eq "original values" "a=1 b=2" "$(target_values)"
 check_patches "patches file is empty"
 check_sysfs_patches "sysfs directory removed"
 check "rmmod kpatch_test_api succeeds after unpatch" unload_mod kpatch_test_api
+check_log "the log says enabled, then removed" kpatch_test_api <<EOF
+kpatch: tainting kernel with TAINT_LIVEPATCH
+kpatch: patch 'kpatch_test_api' enabled (1 function)
+kpatch: patch 'kpatch_test_api' removed
+EOF
 check_no_splat
 
 start_test "register with replace"
@@ -77,6 +82,15 @@ check_sysfs_patches "only kpatch_test_api in sysfs" kpatch_test_api
 expect_ok unpatch kpatch_test_api
 check "rmmod kpatch_test_api succeeds after unpatch" unload_mod kpatch_test_api
 check_eq "original values" "a=1 b=2" "$(target_values)"
+check_log "the log says the api patch enabled once dbg1 and dbg2 were removed" \
+	kpatch_test_api <<EOF
+kpatch: patch 'dbg1' enabled (1 function)
+kpatch: patch 'dbg2' enabled (1 function)
+kpatch: patch 'dbg2' removed
+kpatch: patch 'dbg1' removed
+kpatch: patch 'kpatch_test_api' enabled (1 function)
+kpatch: patch 'kpatch_test_api' removed
+EOF
 check_no_splat
 
 start_test "register on top of a debugfs patch"
@@ -121,6 +135,16 @@ check_not "kpatch_test_api is not loaded" mod_loaded kpatch_test_api
 check_state_unchanged
 check_eq "only the debugfs patch in effect" "a=1 b=21" "$(target_values)"
 expect_ok unpatch kpatch_test_api
+# The refusal twice: when finit_module() fails, busybox's insmod tries
+# init_module() with the same file, so a refused init runs twice.
+check_log "the log says the name is in use" kpatch_test_api <<EOF
+kpatch: patch 'kpatch_test_api' enabled (1 function)
+kpatch: patch 'kpatch_test_api' refused: a patch with that name exists
+kpatch_test_api: kpatch_register() failed: -17
+kpatch: patch 'kpatch_test_api' refused: a patch with that name exists
+kpatch_test_api: kpatch_register() failed: -17
+kpatch: patch 'kpatch_test_api' removed
+EOF
 check_no_splat
 
 # intact_line ERR: an ERE for kpatch_test_api's line saying that the
@@ -134,6 +158,19 @@ intact_line() {
 says_exists() {
 	printf '%s\n' "$msgs" | grep -F 'kpatch: ' |
 		grep -F 'patches/kpatch_test_api' | grep -qF 'already exists'
+}
+
+# api_busy_log WHY: kpatch's lines for kpatch_test_api refused for WHY on
+# every try (as many as kpatch's retries parameter allows)
+api_busy_log() {
+	_abl_tries=$(($(modparam kpatch retries) + 1))
+	_abl_delay=$(modparam kpatch retry_delay_ms)
+	_abl_try=1
+	while [ "$_abl_try" -lt "$_abl_tries" ]; do
+		echo "kpatch: patch 'kpatch_test_api' busy (try $_abl_try of $_abl_tries, again in $_abl_delay ms): $1"
+		_abl_try=$((_abl_try + 1))
+	done
+	echo "kpatch: patch 'kpatch_test_api' refused after $_abl_tries tries: $1"
 }
 
 start_test "a failed register leaves the structures intact: bad second function"
@@ -154,12 +191,18 @@ if mod_loaded kpatch_test_api; then
 	check "rmmod kpatch_test_api succeeds" unload_mod kpatch_test_api
 fi
 check_state_unchanged
+check_log "the log names the refused function" kpatch_test_api <<EOF
+kpatch_test_api: check_intact=1: second old function kpatch_test_value_b+0x1/0x_ [kpatch_test_target]
+kpatch: kpatch_test_api: old function $(addr_add "$b" 1) is not the start of a function (kpatch_test_value_b+0x1)
+kpatch_test_api: structures intact after failed register (err -22)
+EOF
 check_no_splat
 
 start_test "a failed register leaves the structures intact: function on a stack"
 log_mark
 check "insmod kpatch_test_busy succeeds" load_mod kpatch_test_busy
 busy=$(sym kpatch_test_busy_fn kpatch_test_busy) || bail "setup: find kpatch_test_busy_fn"
+busy_pid=$(modparam kpatch_test_busy pid)
 check "the kpatch_busy thread waits in kpatch_test_busy_fn" \
 	wait_until modparam_is kpatch_test_busy state 1
 save_state
@@ -168,7 +211,7 @@ check "insmod kpatch_test_api check_intact=1 intact_old=0x$busy succeeds (struct
 msgs=$(log_since_mark)
 diag "kernel log:" "$msgs"
 check_grep "the stack check refused the patch" \
-	"kpatch: patch 'kpatch_test_api' refused.*kpatch_test_busy_fn[+].*pid $(modparam kpatch_test_busy pid) " \
+	"kpatch: patch 'kpatch_test_api' refused.*kpatch_test_busy_fn[+].*pid $busy_pid " \
 	"$msgs"
 check_grep "kpatch_register() returned EBUSY and left the structures intact" \
 	"$(intact_line -16)" "$msgs"
@@ -179,6 +222,11 @@ if mod_loaded kpatch_test_api; then
 fi
 check_state_unchanged
 check "rmmod kpatch_test_busy succeeds" unload_mod kpatch_test_busy
+check_log "the log has the refusal, once per try" kpatch_test_api <<EOF
+kpatch_test_api: check_intact=1: second old function kpatch_test_busy_fn+0x0/0x_ [kpatch_test_busy]
+$(api_busy_log "kpatch_test_busy_fn+0x_/0x_ [kpatch_test_busy] is on the stack of pid $busy_pid (kpatch_busy)")
+kpatch_test_api: structures intact after failed register (err -16)
+EOF
 check_no_splat
 
 start_test "a 2014-style patch module that made its own sysfs directory"
@@ -205,4 +253,16 @@ check_eq "the module registers its patch without its own directory" \
 	"a=31 b=2" "$(target_values)"
 expect_ok unpatch kpatch_test_api
 check "rmmod kpatch_test_api succeeds after unpatch" unload_mod kpatch_test_api
+# The refusal twice, as above: busybox's insmod tries init_module() too.
+check_log "the log says the directory exists, then enabled and removed" \
+	kpatch_test_api <<EOF
+kpatch_test_api: own_kobj=1: made its own directory patches/kpatch_test_api
+kpatch: patch 'kpatch_test_api' refused: /sys/kernel/kpatch/patches/kpatch_test_api already exists; kpatch makes it itself, the patch module must not
+kpatch_test_api: kpatch_register() failed: -17
+kpatch_test_api: own_kobj=1: made its own directory patches/kpatch_test_api
+kpatch: patch 'kpatch_test_api' refused: /sys/kernel/kpatch/patches/kpatch_test_api already exists; kpatch makes it itself, the patch module must not
+kpatch_test_api: kpatch_register() failed: -17
+kpatch: patch 'kpatch_test_api' enabled (1 function)
+kpatch: patch 'kpatch_test_api' removed
+EOF
 check_no_splat

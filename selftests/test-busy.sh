@@ -55,6 +55,23 @@ retries=$(modparam kpatch retries)
 delay=$(modparam kpatch retry_delay_ms)
 tries=$((retries + 1))
 
+# busy_log NAME: the log lines of patch NAME refused because the
+# kpatch_busy thread sleeps in kpatch_test_busy_fn: one per try, $tries
+# tries $delay ms apart (check_log reads "+0x_/0x_" as any %pS offset)
+busy_log() {
+	_bl_why="kpatch_test_busy_fn+0x_/0x_ [kpatch_test_busy] is on the stack of pid $pid (kpatch_busy)"
+	_bl_try=1
+	while [ "$_bl_try" -lt "$tries" ]; do
+		echo "kpatch: patch '$1' busy (try $_bl_try of $tries, again in $delay ms): $_bl_why"
+		_bl_try=$((_bl_try + 1))
+	done
+	if [ "$tries" -gt 1 ]; then
+		echo "kpatch: patch '$1' refused after $tries tries: $_bl_why"
+	else
+		echo "kpatch: patch '$1' refused: $_bl_why"
+	fi
+}
+
 start_test "function on a task's stack"
 check_eq "precondition: the thread is kpatch_busy" kpatch_busy \
 	"$(cat "/proc/$pid/comm" 2>&1)"
@@ -74,6 +91,9 @@ check_grep "the last try says the patch is refused" \
 	"patch 'busy1' refused after $tries tries: kpatch_test_busy_fn[+]" "$msgs"
 check_eq "thread still in kpatch_test_busy_fn" 1 "$(modparam kpatch_test_busy state)"
 check_eq "new function never ran" 0 "$(modparam kpatch_test_busy new_calls)"
+check_log "the log has these lines, and no others" <<EOF
+$(busy_log busy1)
+EOF
 check_no_splat
 
 start_test "no retries"
@@ -86,6 +106,9 @@ check_eq "exactly one log line names the task" 1 \
 	"$(count_lines "$msgs" "pid $pid \\(kpatch_busy\\)")"
 check_grep "it says the patch is refused" \
 	"patch 'busy0' refused: kpatch_test_busy_fn[+].*pid $pid \\(kpatch_busy\\)" "$msgs"
+check_log "the log has this line, and no others" <<EOF
+kpatch: patch 'busy0' refused: kpatch_test_busy_fn+0x_/0x_ [kpatch_test_busy] is on the stack of pid $pid (kpatch_busy)
+EOF
 kpatch_param retries "$retries"
 check_no_splat
 
@@ -93,6 +116,9 @@ start_test "busy function among others"
 log_mark
 expect_refused EBUSY patch busy2 "$a" "$a1" "$fn" "$fn_new"
 check_eq "the other function is not patched either" "a=1 b=2" "$(target_values)"
+check_log "the log names the busy function only" <<EOF
+$(busy_log busy2)
+EOF
 check_no_splat
 
 start_test "the thread leaves the function while kpatch retries"
@@ -139,6 +165,10 @@ check "the thread calls kpatch_test_busy_fn once more" \
 	wait_until modparam_is kpatch_test_busy again N
 check_eq "after unpatch the old function runs" 2 "$(modparam kpatch_test_busy old_calls)"
 check_eq "and the new one does not" 1 "$(modparam kpatch_test_busy new_calls)"
+check_log "the log says enabled, then removed" <<EOF
+kpatch: patch 'busy3' enabled (1 function)
+kpatch: patch 'busy3' removed
+EOF
 check_no_splat
 
 start_test "a task that enters the function after the pre-walk"
@@ -159,6 +189,9 @@ check_grep "kernel log names the function and the task" \
 	"patch 'busy5' refused: kpatch_test_busy_fn[+].*pid $pid \\(kpatch_busy\\)" \
 	"$(log_since_mark)"
 check_patches "nothing patched"
+check_log "the log has the one refusal, and no other line" <<EOF
+kpatch: patch 'busy5' refused: kpatch_test_busy_fn+0x_/0x_ [kpatch_test_busy] is on the stack of pid $pid (kpatch_busy)
+EOF
 busy_param ambush 0
 busy_param release 1
 check "the thread leaves kpatch_test_busy_fn" \

@@ -56,6 +56,11 @@ check_patches "patches file is empty"
 check "rmmod kpatch_example succeeds after unpatch" unload_mod kpatch_example
 check_no_grep "its exit did not call kpatch_unregister()" \
 	'kpatch_unregister\(\) failed' "$(log_since_mark)"
+check_log "the log says enabled, then removed" kpatch_example <<EOF
+kpatch: tainting kernel with TAINT_LIVEPATCH
+kpatch: patch 'kpatch_example' enabled (1 function)
+kpatch: patch 'kpatch_example' removed
+EOF
 check_no_splat
 
 start_test "0x prefix, and removed by a replacing patch"
@@ -70,6 +75,12 @@ check_no_grep "its exit did not call kpatch_unregister()" \
 	'kpatch_unregister\(\) failed' "$(log_since_mark)"
 expect_ok unpatch other
 check_eq "/proc/cmdline is the original again" "$orig" "$(cat /proc/cmdline)"
+check_log "the log says replaced by 'other', then 'other' removed" kpatch_example <<EOF
+kpatch: patch 'kpatch_example' enabled (1 function)
+kpatch: patch 'kpatch_example' removed
+kpatch: patch 'other' enabled (1 function)
+kpatch: patch 'other' removed
+EOF
 check_no_splat
 
 start_test "refuses a wrong address"
@@ -88,4 +99,15 @@ check_not "insmod kpatch_example old_addr=<not hex> fails" \
 check_not "kpatch_example is not loaded" mod_loaded kpatch_example
 check_state_unchanged
 check_eq "/proc/cmdline is the original" "$orig" "$(cat /proc/cmdline)"
+# Each line twice: when finit_module() fails, busybox's insmod tries
+# init_module() with the same file, so a refused init runs, and logs, twice.
+# The last two are the kernel's: old_addr is an unsigned long parameter.
+check_log "the log says why; kpatch says nothing" kpatch_example <<EOF
+kpatch_example: old_addr=<address of cmdline_proc_show in /proc/kallsyms> is required
+kpatch_example: old_addr=<address of cmdline_proc_show in /proc/kallsyms> is required
+kpatch_example: old_addr=$other is version_proc_show, not cmdline_proc_show
+kpatch_example: old_addr=$other is version_proc_show, not cmdline_proc_show
+kpatch_example: \`cmdline_proc_show' invalid for parameter \`old_addr'
+kpatch_example: \`cmdline_proc_show' invalid for parameter \`old_addr'
+EOF
 check_no_splat

@@ -43,6 +43,14 @@ check_patches "only r3 is listed" "$(b_line r3 1 "$b1")"
 check_sysfs_patches "only r3 in sysfs" r3
 check_not "cmdline_proc_show is gone from enabled_functions" \
 	ftrace_enabled cmdline_proc_show
+check_log "the log says r3 enabled once r1 and r2 were removed" <<EOF
+kpatch: tainting kernel with TAINT_LIVEPATCH
+kpatch: patch 'r1' enabled (1 function)
+kpatch: patch 'r2' enabled (1 function)
+kpatch: patch 'r2' removed
+kpatch: patch 'r1' removed
+kpatch: patch 'r3' enabled (1 function)
+EOF
 check_no_splat
 
 start_test "replace patches of the same functions"
@@ -54,6 +62,12 @@ check_eq "r5 in effect" "a=13 b=22" "$(target_values)"
 check_patches_any_order "only r5 is listed" \
 	"$(a_line r5 3 "$a3")" "$(b_line r5 2 "$b2")"
 check_sysfs_patches "only r5 in sysfs" r5
+check_log "the log says r5 enabled once r3 and r4 were removed" <<EOF
+kpatch: patch 'r4' enabled (1 function)
+kpatch: patch 'r4' removed
+kpatch: patch 'r3' removed
+kpatch: patch 'r5' enabled (2 functions)
+EOF
 check_no_splat
 
 start_test "replace when nothing else is enabled"
@@ -67,6 +81,11 @@ check_patches "only r6 is listed" \
 expect_ok unpatch r6
 check_eq "original /proc/cmdline" "$orig" "$(cat /proc/cmdline)"
 check_eq "original values" "a=1 b=2" "$(target_values)"
+check_log "the log says enabled and removed, nothing else" <<EOF
+kpatch: patch 'r5' removed
+kpatch: patch 'r6' enabled (1 function)
+kpatch: patch 'r6' removed
+EOF
 check_no_splat
 
 start_test "a replace refused with EINVAL removes nothing"
@@ -75,6 +94,10 @@ expect_ok patch r7 "$a" "$a1"
 expect_refused EINVAL replace r8 "$a" "$a2" "$a" "$a3"
 check_eq "r7 still in effect" "a=11 b=2" "$(target_values)"
 check_patches "r7 still listed" "$(a_line r7 1 "$a1")"
+check_log "the log says why r8 is refused, and removes nothing" <<EOF
+kpatch: patch 'r7' enabled (1 function)
+kpatch: r8: an old function appears twice
+EOF
 check_no_splat
 
 start_test "a replace refused with EEXIST removes nothing"
@@ -84,4 +107,8 @@ check_eq "r7 still in effect" "a=11 b=2" "$(target_values)"
 check_patches "r7 still listed" "$(a_line r7 1 "$a1")"
 expect_ok unpatch r7
 check_eq "original values" "a=1 b=2" "$(target_values)"
+check_log "the log says the name is in use, then r7 removed" <<EOF
+kpatch: replace 'r7' refused: a patch with that name exists
+kpatch: patch 'r7' removed
+EOF
 check_no_splat

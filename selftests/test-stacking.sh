@@ -79,6 +79,15 @@ check_patches "patches file is empty"
 check_sysfs_patches "no sysfs directories"
 check_not "cmdline_proc_show is gone from enabled_functions" \
 	ftrace_enabled cmdline_proc_show
+check_log "the log says s1 s2 s3 enabled, removed as unpatched" <<EOF
+kpatch: tainting kernel with TAINT_LIVEPATCH
+kpatch: patch 's1' enabled (1 function)
+kpatch: patch 's2' enabled (1 function)
+kpatch: patch 's3' enabled (1 function)
+kpatch: patch 's2' removed
+kpatch: patch 's3' removed
+kpatch: patch 's1' removed
+EOF
 check_no_splat
 
 start_test "remove the bottom patch first"
@@ -97,6 +106,14 @@ check_patches "t2 active" "$(a_line t2 2 active)"
 expect_ok unpatch t2
 check_eq "original values" "a=1 b=2" "$(target_values)"
 check_patches "patches file is empty"
+check_log "the log says t1 t2 t3 enabled, removed as unpatched" <<EOF
+kpatch: patch 't1' enabled (1 function)
+kpatch: patch 't2' enabled (1 function)
+kpatch: patch 't3' enabled (1 function)
+kpatch: patch 't1' removed
+kpatch: patch 't3' removed
+kpatch: patch 't2' removed
+EOF
 check_no_splat
 
 start_test "stacking is per function"
@@ -115,4 +132,10 @@ check_eq "a still from m2, b restored" "a=12 b=2" "$(target_values)"
 check_patches "m2 active" "$(a_line m2 2 active)"
 expect_ok unpatch m2
 check_eq "original values" "a=1 b=2" "$(target_values)"
+check_log "the log counts m1's two functions, m2's one" <<EOF
+kpatch: patch 'm1' enabled (2 functions)
+kpatch: patch 'm2' enabled (1 function)
+kpatch: patch 'm1' removed
+kpatch: patch 'm2' removed
+EOF
 check_no_splat

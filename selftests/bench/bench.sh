@@ -127,8 +127,8 @@ need_gnuplot() {
 # sections (what size(1) adds up as text) by what the module loader does
 # with them: executable code, kept while loaded; read-only data, kept
 # (strings, ORC unwind tables, ftrace's and alternatives' site lists);
-# __versions and .modinfo, dropped at load (the loader clears their
-# SHF_ALLOC); .init.*, freed when init returns.
+# the symbol versions (__versions, or __version_ext_crcs and _names) and
+# .modinfo, dropped at load (the loader clears their SHF_ALLOC); .init.*, freed when init returns.
 ko_parts() {
 	local name _t _a _o size _e flags code=0 rodata=0 dropped=0 init=0
 	while read -r name _t _a _o size _e flags _; do
@@ -136,7 +136,7 @@ ko_parts() {
 		size=$((16#$size))
 		case $name in
 		.init*) init=$((init + size)) ;;
-		__versions | .modinfo) dropped=$((dropped + size)) ;;
+		__versions | __version_ext_* | .modinfo) dropped=$((dropped + size)) ;;
 		*)
 			if [[ $flags == *X* ]]; then
 				code=$((code + size))
@@ -247,7 +247,7 @@ report() {
 				v["sizeof_kpatch_func"] + 16 + 64 + 2 * 32
 			text = v["kpatch_ko_text"]
 			ram = v["kpatch_ko_data"] + v["kpatch_ko_bss"]
-			printf "\nText by what the module loader does with it: code kept %s, read-only data kept %s (strings, ORC unwind tables, site lists), dropped at load %s (__versions, .modinfo), freed after init %s.\n",
+			printf "\nText by what the module loader does with it: code kept %s, read-only data kept %s (strings, ORC unwind tables, site lists), dropped at load %s (symbol versions, .modinfo), freed after init %s.\n",
 				grouped(v["kpatch_ko_code"]), grouped(v["kpatch_ko_rodata"]),
 				grouped(v["kpatch_ko_dropped"]), grouped(v["kpatch_ko_init"])
 			printf "\nTargets: text <= 20 KiB: %s (%s; code kept: %s); bss + data <= 16 KiB: %s (%s)\n",

@@ -1189,9 +1189,12 @@ cmd_run() {
 	trap kill_guest EXIT
 	for kver in "${kernels[@]}"; do
 		report_kernel "$kver" "${shards[$kver]:-0}"
-		# The scripts' seconds of this run balance the next one's shards.
+		# The scripts' seconds of this run balance the next one's shards;
+		# those it did not run keep their seconds of an earlier one.
 		if compgen -G "$BUILDROOT/$kver/*/times" >/dev/null; then
-			cat "$BUILDROOT/$kver"/*/times >"$BUILDROOT/$kver/times"
+			cat "$BUILDROOT/$kver"/*/times "$BUILDROOT/$kver/times" 2>/dev/null |
+				awk '!seen[$1]++' >"$BUILDROOT/$kver/times.new" || true
+			mv "$BUILDROOT/$kver/times.new" "$BUILDROOT/$kver/times"
 		fi
 	done
 	local summary="$PASS passed, $FAIL failed"

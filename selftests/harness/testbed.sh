@@ -1017,7 +1017,8 @@ test_scripts() {
 # boot), so a 2-core host boots two at a time.  A kernel's test scripts
 # are split into JOBS shards, one guest each, so that the lanes finish
 # together: balanced on each script's seconds in the previous run
-# (BUILDROOT/KVER/times; without it 10 s, 25 on the debug kernel), and
+# (BUILDROOT/KVER.times, beside the build dir that each build wipes;
+# without it 10 s, 25 on the debug kernel), and
 # the longest guests start first.  The lockdown boot is a guest of its
 # own.  A guest's logs are in BUILDROOT/KVER/GUEST/ (GUEST: test-N or
 # lockdown), with qemu's exit status in boot.rc.
@@ -1069,8 +1070,10 @@ shard() {
 	local -A last=()
 	local -a load=() files=()
 	if is_debug_kernel "$kver"; then def=25; fi
-	if [[ -s $dir/times ]]; then
-		while read -r script secs; do last[$script]=$secs; done <"$dir/times"
+	if [[ -s $BUILDROOT/$kver.times ]]; then
+		while read -r script secs; do
+			last[$script]=$secs
+		done <"$BUILDROOT/$kver.times"
 	fi
 	rm -rf "$dir"/test-* "$dir/lockdown"
 	n=$(test_scripts | wc -l)
@@ -1192,9 +1195,9 @@ cmd_run() {
 		# The scripts' seconds of this run balance the next one's shards;
 		# those it did not run keep their seconds of an earlier one.
 		if compgen -G "$BUILDROOT/$kver/*/times" >/dev/null; then
-			cat "$BUILDROOT/$kver"/*/times "$BUILDROOT/$kver/times" 2>/dev/null |
-				awk '!seen[$1]++' >"$BUILDROOT/$kver/times.new" || true
-			mv "$BUILDROOT/$kver/times.new" "$BUILDROOT/$kver/times"
+			cat "$BUILDROOT/$kver"/*/times "$BUILDROOT/$kver.times" 2>/dev/null |
+				awk '!seen[$1]++' >"$BUILDROOT/$kver.times.new" || true
+			mv "$BUILDROOT/$kver.times.new" "$BUILDROOT/$kver.times"
 		fi
 	done
 	local summary="$PASS passed, $FAIL failed"

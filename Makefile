@@ -11,6 +11,8 @@
 # make uninstall        remove them again (KVER=, DESTDIR= as for install)
 # make demo             show a live patch in a VM (installs what it needs:
 #                       only the demo's kernel)
+# make testbed          set up the test bed's cache (packages, kernels, headers,
+#                       the debug kernel); check, lint and bench do it first
 # make check            run the whole test suite in VMs on every test kernel
 # make check-quick      the edit-test loop: build, and QUICK_TESTS on the
 #                       demo's kernel only, no lockdown boot (README.md,

@@ -46,6 +46,15 @@
  * direct path); resolve, validate and pin; hooks; enable, disable, retry
  * and the API; debugfs and sysfs; init and exit; test hooks.
  *
+ * Functions marked __cold are the control path: parsing, resolving,
+ * preparing, reporting, each run a few times per command and never on a
+ * call of a patched function; inside stop_machine() only the refusal of a
+ * busy update is one.  The compiler optimizes them for size, and the paths
+ * that lead to them as unlikely; the redirect, the callback and the stack
+ * check are compiled for speed.  (Where the compiler would drop a cold
+ * function's alignment, which call padding needs, the kernel defines
+ * __cold as nothing.)
+ *
  * Based on the kpatch core module by Seth Jennings and Josh Poimboeuf.
  */
 
@@ -921,7 +930,7 @@ static unsigned int kpatch_sort_uniq(void *base, unsigned int n, size_t size,
  * so that those taken out come first and first_add says where the
  * published ones start.  Every later step iterates these two arrays.
  */
-static int kpatch_collect(struct kpatch_update *upd)
+static __cold int kpatch_collect(struct kpatch_update *upd)
 {
 	struct kpatch_module *kpmod;
 	unsigned int n = 0, p, i;
@@ -1152,8 +1161,9 @@ static bool kpatch_in_ranges(const struct kpatch_update *upd,
 	return false;
 }
 
-static void kpatch_refuse(struct kpatch_update *upd, enum kpatch_refusal why,
-			  struct task_struct *task, unsigned long addr)
+static __cold void kpatch_refuse(struct kpatch_update *upd,
+				 enum kpatch_refusal why,
+				 struct task_struct *task, unsigned long addr)
 {
 	upd->refusal = why;
 	upd->busy_addr = addr;
@@ -2087,7 +2097,7 @@ static struct kpatch_direct_slot *kpatch_direct_insert(unsigned long key)
  * slot stay, and insertion reuses them.  So no tombstone is ever followed
  * by an empty slot, and a table without live keys is empty.
  */
-static void kpatch_direct_remove(struct kpatch_direct_slot *s)
+static __cold void kpatch_direct_remove(struct kpatch_direct_slot *s)
 {
 	const unsigned int mask = KPATCH_DIRECT_SLOTS - 1;
 	struct kpatch_direct_slot *tab = kpatch_direct_table;
@@ -2161,7 +2171,7 @@ static void kpatch_direct_table_release(void)
 	kpatch_direct_table = NULL;
 }
 
-static void kpatch_group_free(struct kpatch_group *grp)
+static __cold void kpatch_group_free(struct kpatch_group *grp)
 {
 	struct kpatch_site *site, *tmp;
 
@@ -2178,8 +2188,8 @@ static void kpatch_group_free(struct kpatch_group *grp)
  * trampoline) or an IPMODIFY user (a kprobe with a post_handler, a live
  * patch) owns one of the functions.
  */
-static int kpatch_direct_add(unsigned long *ips, struct module **mods,
-			     unsigned int n)
+static __cold int kpatch_direct_add(unsigned long *ips, struct module **mods,
+				    unsigned int n)
 {
 	struct kpatch_group *grp;
 	struct kpatch_site *site;
@@ -2249,8 +2259,8 @@ static void kpatch_group_put(struct kpatch_site *site)
 }
 
 #else
-static int kpatch_direct_add(unsigned long *ips, struct module **mods,
-			     unsigned int n)
+static __cold int kpatch_direct_add(unsigned long *ips, struct module **mods,
+				    unsigned int n)
 {
 	return -ENOSPC;
 }
@@ -2353,7 +2363,7 @@ static void kpatch_site_put(unsigned long ip)
 }
 
 /* Release the sites of @kpmod's functions that no entry uses. */
-static void kpatch_sites_put(struct kpatch_module *kpmod)
+static __cold void kpatch_sites_put(struct kpatch_module *kpmod)
 {
 	int i;
 
@@ -2524,9 +2534,9 @@ static int kpatch_get_module(const char *name, struct module *coming_ok,
  * ranges, page tables), never read.  The first read of the code it names
  * is kpatch_ftrace_ip(), and that goes through copy_from_kernel_nofault().
  */
-static int kpatch_resolve(const char *patch, const char *what,
-			  unsigned long addr, unsigned long *size,
-			  struct module *coming_ok, struct module **modp)
+static __cold int kpatch_resolve(const char *patch, const char *what,
+				 unsigned long addr, unsigned long *size,
+				 struct module *coming_ok, struct module **modp)
 {
 	char sym[KSYM_SYMBOL_LEN];
 	char *modname, *plus, *slash;
@@ -2599,7 +2609,7 @@ static void kpatch_unpin(struct kpatch_module *kpmod)
 }
 
 /* Resolve function @i of a patch and pin the modules it lives in. */
-static int kpatch_resolve_func(struct kpatch_module *kpmod, int i)
+static __cold int kpatch_resolve_func(struct kpatch_module *kpmod, int i)
 {
 	struct kpatch_func *func = &kpmod->funcs[i];
 	unsigned long size;
@@ -2662,7 +2672,7 @@ static bool kpatch_callable(unsigned long addr)
  * kpatch can pin: not vmlinux, and not init text (kpatch_resolve() takes
  * core text only).
  */
-static int kpatch_resolve_hook(struct kpatch_module *kpmod, int h)
+static __cold int kpatch_resolve_hook(struct kpatch_module *kpmod, int h)
 {
 	struct module **pin = &kpmod->pins[KPATCH_PIN_HOOK(kpmod->num_funcs, h)];
 	unsigned long addr = (unsigned long)kpmod->hooks[h], size;
@@ -2696,7 +2706,7 @@ static int kpatch_resolve_hook(struct kpatch_module *kpmod, int h)
  * old and a new function among the enabled patches, so every redirect is
  * exactly one hop.
  */
-static int kpatch_prepare(struct kpatch_module *kpmod, bool replace)
+static __cold int kpatch_prepare(struct kpatch_module *kpmod, bool replace)
 {
 	unsigned long *olds;
 	int i, ret;
@@ -2956,8 +2966,9 @@ static int kpatch_try_update(struct kpatch_update *upd)
  * error if the update fails now (@last), else as a warning saying that it
  * is tried again in @delay ms.
  */
-static void kpatch_report(const struct kpatch_update *upd, unsigned int try,
-			  unsigned int tries, bool last, unsigned int delay)
+static __cold void kpatch_report(const struct kpatch_update *upd,
+				 unsigned int try, unsigned int tries,
+				 bool last, unsigned int delay)
 {
 	const char *name = upd->add ? upd->add->name : upd->remove->name;
 	char why[KSYM_SYMBOL_LEN + 64];
@@ -3090,7 +3101,7 @@ static bool kpatch_removal_waits(const struct kpatch_module *kpmod)
  * preparation.  Caller holds kpatch_mutex, from preparation to commit,
  * so the table the update was prepared for is the one it changes.
  */
-static int kpatch_try(struct kpatch_update *upd)
+static __cold int kpatch_try(struct kpatch_update *upd)
 {
 	struct kpatch_module *kpmod = upd->add, *old;
 	unsigned int i;
@@ -3191,7 +3202,7 @@ err_unpin:
  * no sysfs directory, no ftrace site, no hook, no stop_machine().  The
  * pins are dropped again before it returns.  Caller holds kpatch_mutex.
  */
-static int kpatch_dry_run(struct kpatch_update *upd)
+static __cold int kpatch_dry_run(struct kpatch_update *upd)
 {
 	struct kpatch_module *kpmod = upd->add;
 	int ret;
@@ -3229,7 +3240,8 @@ static int kpatch_dry_run(struct kpatch_update *upd)
  * next one, with kpatch_mutex dropped and @upd waiting in kpatch_waiting.
  * Return whether to try again.
  */
-static bool kpatch_retry(struct kpatch_update *upd, int ret, unsigned int try)
+static __cold bool kpatch_retry(struct kpatch_update *upd, int ret,
+				unsigned int try)
 {
 	unsigned int tries = 1 + min(READ_ONCE(kpatch_retries),
 				     KPATCH_RETRIES_MAX);
@@ -3265,8 +3277,8 @@ static bool kpatch_retry(struct kpatch_update *upd, int ret, unsigned int try)
  * kpatch_mutex; it is dropped while the update waits between tries.  On
  * failure nothing has changed, @kpmod->funcs included.
  */
-static int kpatch_enable(struct kpatch_module *kpmod, bool replace,
-			 struct kpatch_check *chk)
+static __cold int kpatch_enable(struct kpatch_module *kpmod, bool replace,
+				struct kpatch_check *chk)
 {
 	struct kpatch_update upd = {
 		.verb = replace ? "replace" : "patch",
@@ -3326,8 +3338,8 @@ static int kpatch_enable(struct kpatch_module *kpmod, bool replace,
  * tries, and nobody else removes @kpmod meanwhile (kpatch_removal_waits()).
  * On failure nothing has changed.
  */
-static int kpatch_disable(struct kpatch_module *kpmod,
-			  struct kpatch_check *chk)
+static __cold int kpatch_disable(struct kpatch_module *kpmod,
+				 struct kpatch_check *chk)
 {
 	struct kpatch_update upd = {
 		.verb = "unpatch",
@@ -3436,8 +3448,8 @@ EXPORT_SYMBOL_GPL(kpatch_unregister);
  * must be out before this returns: kpatch tries until the stack check
  * lets it, however long that takes (see Documentation.txt).
  */
-static int kpatch_module_going(struct notifier_block *nb,
-			       unsigned long action, void *data)
+static __cold int kpatch_module_going(struct notifier_block *nb,
+				      unsigned long action, void *data)
 {
 	struct module *mod = data;
 	struct kpatch_module *kpmod;
@@ -3481,7 +3493,7 @@ static int kpatch_echo_len(const char *word)
 	return strnlen(word, KPATCH_ECHO_MAX);
 }
 
-static int kpatch_parse_addr(const char *tok, unsigned long *addr)
+static __cold int kpatch_parse_addr(const char *tok, unsigned long *addr)
 {
 	const char *digits = tok;
 
@@ -3626,7 +3638,7 @@ static char *kpatch_check_text;
  * "symbol+0xoff/0xsize", or "module:symbol+0xoff/0xsize" for a module
  * function; with @offset false, only the name ("symbol", "module:symbol").
  */
-static void kpatch_sym_name(char *buf, unsigned long addr, bool offset)
+static __cold void kpatch_sym_name(char *buf, unsigned long addr, bool offset)
 {
 	char sym[KSYM_SYMBOL_LEN];
 	char *mod;
@@ -3650,8 +3662,8 @@ static void kpatch_sym_name(char *buf, unsigned long addr, bool offset)
  * Log the answer of `check VERB NAME ...` and keep it for the check file:
  * "VERB NAME ERRNO", then "PID WHERE COMM" for each task in the way.
  */
-static void kpatch_check_record(const char *verb, const char *name, int ret,
-				struct kpatch_check *chk)
+static __cold void kpatch_check_record(const char *verb, const char *name,
+				       int ret, struct kpatch_check *chk)
 {
 	size_t size = 2 * KPATCH_NAME_MAX + 32 +
 		      chk->nr * (KSYM_SYMBOL_LEN + TASK_COMM_LEN + 16);
@@ -3752,8 +3764,9 @@ static int kpatch_run_command(char *cmd)
 	return ret;
 }
 
-static ssize_t kpatch_control_write(struct file *file, const char __user *ubuf,
-				    size_t count, loff_t *ppos)
+static __cold ssize_t kpatch_control_write(struct file *file,
+					   const char __user *ubuf,
+					   size_t count, loff_t *ppos)
 {
 	char *cmd;
 	size_t len;
@@ -3801,7 +3814,7 @@ static const struct file_operations kpatch_control_fops = {
  * and after a patch's functions one line per hook it has:
  * NAME HOOK SYM ADDR
  */
-static int kpatch_patches_show(struct seq_file *m, void *v)
+static __cold int kpatch_patches_show(struct seq_file *m, void *v)
 {
 	char old[KSYM_SYMBOL_LEN], new[KSYM_SYMBOL_LEN];
 	struct kpatch_module *kpmod;
@@ -3837,7 +3850,7 @@ static int kpatch_patches_show(struct seq_file *m, void *v)
 DEFINE_SHOW_ATTRIBUTE(kpatch_patches);
 
 /* The result of the last `check`: see kpatch_check_record(). */
-static int kpatch_check_show(struct seq_file *m, void *v)
+static __cold int kpatch_check_show(struct seq_file *m, void *v)
 {
 	mutex_lock(&kpatch_mutex);
 	if (kpatch_check_text)

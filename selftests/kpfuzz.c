@@ -8,42 +8,46 @@
  *               [--min-going N] [--verdicts FILE] [--verbose]
  *
  * Writes N commands (default 10000), one write(2) each, to
- * /sys/kernel/debug/kpatch/control: random bytes, random token soups,
- * over-long writes, truncated and mutated valid commands, boundary
- * addresses (0, -1, non-canonical and user addresses, one byte past a
- * function start, the last byte of a function, data, read-only data,
- * per-cpu, init text, ftrace and BPF trampolines), names at and past the
- * length limit and with bad bytes, commands with many pairs, hook words
- * (HOOK=ADDR: the hooks of kpatch_test_shadow, unknown hook names, the
- * same hook twice, '=' at the edges, vmlinux, data and junk addresses,
- * other modules' functions) and dry runs (check VERB ...).  Case I
- * is made from its own generator state, derived from S and I only, so
- * `kpfuzz --seed S --only I` replays it on the same kernel.
+ * /sys/kernel/debug/kpatch/control.  Each comes from one row of gens[]:
+ * random bytes, token soups, over-long writes, truncated and mutated
+ * valid commands, boundary addresses (0, -1, non-canonical and user
+ * addresses, one byte past a function start, the last byte of a function,
+ * data, read-only data, per-cpu, init text, ftrace and BPF trampolines),
+ * names at and past the length limit and with bad bytes, many pairs, hook
+ * words (HOOK=ADDR: the hooks of kpatch_test_shadow, unknown hook names,
+ * the same hook twice, '=' at the edges, vmlinux, data and junk
+ * addresses) and dry runs (check VERB ...).  Case I is made from its own
+ * generator state, derived from S and I only, so `kpfuzz --seed S --only
+ * I` replays it on the same kernel.
  *
- * Each case is judged before it is written by a model of the grammar in
- * Documentation.txt, fed with /proc/kallsyms: the set of results it
- * allows (OK or an errno).  A command the model cannot judge without
- * risking the kernel (a real kernel function redirected to something else)
- * is not written; it is generated again from the next state.  A command
- * the model accepts only pairs test functions of the same prototype
- * (kpatch_test_target, kpatch_test_new, the --going module, and
- * cmdline_proc_show with its replacements).
+ * A generator knows the result of what it builds, by construction: the
+ * one errno (or OK) Documentation.txt's grammar gives, taking its checks
+ * in their documented order (shape of the write, verb, name, hook words,
+ * number and syntax of the addresses, whether NAME exists, what the
+ * addresses point to, then the pre and stop hooks).  A command built to
+ * be refused for what an address points to always holds an address that
+ * cannot be a function start for it (checked against /proc/kallsyms), so
+ * other real kernel functions may stand next to it; a command built to be
+ * accepted only pairs test functions of one prototype (kpatch_test_target,
+ * kpatch_test_new, the --going module, and cmdline_proc_show with its
+ * replacements).  Random bytes and token soups are judged by a few rules
+ * (a NUL or an inner newline, the first word, a word no address can be);
+ * a draw the rules cannot judge, or whose echo in the log could look like
+ * a splat, is drawn again from the next state.
  *
- * Checked for every case: the result is OK or a documented errno (EPERM,
- * EINVAL, EEXIST, ENOENT, EBUSY, ENOMEM), it is one the model allows, and
- * a refusal logged a "kpatch: " line.  A patch "base" stays enabled
+ * Checked for every case: the result is exactly the expected one, and a
+ * refusal logged a "kpatch: " line.  A patch "base" stays enabled
  * throughout.  The state (the patches file, the listing of
  * /sys/kernel/kpatch, ftrace's enabled_functions, the reference counts of
  * the kpatch* modules) is compared with the baseline after every K refused
- * commands (default 20) and before every command the model may accept.  An
- * accepted command must have changed the patches file exactly as the model
- * says and made the patched functions return what their replacements
- * return, its hooks must have been called once each (pre, stop and post
- * of its direction); it is then undone and the state must be the
- * baseline again.  A dry run must call no hook, change nothing (it is
- * checked like a refused command) and leave "VERB NAME ERRNO" in the
- * check file.
- * The kernel log is read as it grows (it overflows the ring buffer long
+ * commands (default 20) and before every command expected to be accepted.
+ * An accepted command must have changed the patches file as expected and
+ * made the patched functions return what their replacements return, its
+ * hooks must have been called once each (pre, stop and post of its
+ * direction); it is then undone and the state must be the baseline
+ * again.  A dry run must call no hook, change nothing (it is checked like
+ * a refused command) and leave "VERB NAME ERRNO" in the check file.  The
+ * kernel log is read as it grows (it overflows the ring buffer long
  * before the end) and must show no splat.
  *
  * Then --nocap N commands (default 200) from a child without
@@ -55,7 +59,7 @@
  * naming its functions as old or new functions must fail with EINVAL and
  * change nothing.
  *
- * Output: "# " lines (cases per category with their results, the total
+ * Output: "# " lines (cases per generator with their results, the total
  * errno histogram, and each failing case, hex-escaped, with the command
  * that replays it).  With --verdicts FILE, one "ok DESC" or "not ok DESC"
  * line per assertion goes to FILE.  Exit status 0 if every assertion
@@ -65,11 +69,9 @@
  */
 
 #define _GNU_SOURCE
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <regex.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -80,34 +82,34 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/capability.h>
 
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
-#define BIT(n)		(1u << (n))
 
 #define CONTROL		"/sys/kernel/debug/kpatch/control"
 #define PATCHES		"/sys/kernel/debug/kpatch/patches"
-#define SYSFS_DIR	"/sys/kernel/kpatch"
-#define SYSFS_PATCHES	"/sys/kernel/kpatch/patches"
-#define VALUES		"/sys/module/kpatch_test_target/parameters/values"
 #define CHECKFILE	"/sys/kernel/debug/kpatch/check"
+#define SYSFS_DIR	"/sys/kernel/kpatch"
+#define VALUES		"/sys/module/kpatch_test_target/parameters/values"
 #define HOOK_MOD	"kpatch_test_shadow"
 #define HOOK_CALLS	"/sys/module/kpatch_test_shadow/parameters/hooks"
+#define BASE		"base"		/* the patch enabled throughout */
 
 #define CMD_MAX		4096		/* longest command (Documentation.txt) */
-#define NAME_LEN_MAX	63		/* longest patch name */
-#define MAX_TOKENS	(CMD_MAX / 2 + 2)
-#define MAX_PAIRS	(MAX_TOKENS / 2)
+#define NAME_MAX_LEN	63		/* longest patch name */
+#define MAX_PAIRS	300
 #define BUF_MAX		(1024 * 1024)	/* longest write */
-#define MAX_ATTEMPTS	16		/* generations of one case */
+#define MAX_ATTEMPTS	16		/* draws of one case */
 #define MAX_REPORTS	25		/* failing cases shown in full */
+#define NR_HOOKS	8
+#define OK		0
+#define REDRAW		1		/* a generator's "draw again" */
 
 /* ------------------------------------------------------------------ */
-/* Generator: splitmix64, one state per case                           */
+/* Generator (splitmix64, one state per case), buffers, output         */
 
 struct rng {
 	unsigned long long s;
@@ -122,7 +124,6 @@ static unsigned long long rnext(struct rng *r)
 	return z ^ (z >> 31);
 }
 
-/* A number in [0, n) */
 static unsigned int rnd(struct rng *r, unsigned int n)
 {
 	return n ? rnext(r) % n : 0;
@@ -133,10 +134,11 @@ static bool chance(struct rng *r, unsigned int percent)
 	return rnd(r, 100) < percent;
 }
 
-/* The state for case @index of stream @stream, generation @attempt. */
-static void rng_init(struct rng *r, unsigned long long seed,
-		     unsigned int stream, unsigned long long index,
-		     unsigned int attempt)
+static unsigned long long seed = 1;
+
+/* The state for case @index of @stream, draw @attempt. */
+static void rng_init(struct rng *r, unsigned int stream,
+		     unsigned long long index, unsigned int attempt)
 {
 	r->s = seed;
 	r->s = rnext(r) ^ (index * 0xd1b54a32d192ed03ULL);
@@ -144,29 +146,18 @@ static void rng_init(struct rng *r, unsigned long long seed,
 	rnext(r);
 }
 
-/* ------------------------------------------------------------------ */
-/* Byte buffers                                                        */
-
 struct buf {
 	unsigned char *p;
-	size_t len;
-	size_t cap;
+	size_t len, cap;
 };
-
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n);
-
-	if (!p) {
-		printf("# kpfuzz: out of memory\n");
-		exit(2);
-	}
-	return p;
-}
 
 static void binit(struct buf *b, size_t cap)
 {
-	b->p = xmalloc(cap + 1);
+	b->p = malloc(cap + 1);
+	if (!b->p) {
+		printf("# kpfuzz: out of memory\n");
+		exit(2);
+	}
 	b->len = 0;
 	b->cap = cap;
 }
@@ -177,11 +168,6 @@ static void bput(struct buf *b, const void *s, size_t n)
 		n = b->cap - b->len;
 	memcpy(b->p + b->len, s, n);
 	b->len += n;
-}
-
-static void bputs(struct buf *b, const char *s)
-{
-	bput(b, s, strlen(s));
 }
 
 static void bputc(struct buf *b, int c)
@@ -200,37 +186,22 @@ static void bprintf(struct buf *b, const char *fmt, ...)
 	va_start(ap, fmt);
 	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
 	va_end(ap);
-	if (n > 0)
-		bput(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+	bput(b, tmp, n < (int)sizeof(tmp) ? n : (int)sizeof(tmp) - 1);
 }
 
-/* NUL-terminate (there is always room: binit() keeps one byte spare). */
 static char *bstr(struct buf *b)
 {
 	b->p[b->len] = '\0';
 	return (char *)b->p;
 }
 
-/* Insert @n bytes of @s at @pos. */
 static void binsert(struct buf *b, size_t pos, const void *s, size_t n)
 {
-	if (pos > b->len)
-		pos = b->len;
 	if (n > b->cap - b->len)
 		n = b->cap - b->len;
 	memmove(b->p + pos + n, b->p + pos, b->len - pos);
 	memcpy(b->p + pos, s, n);
 	b->len += n;
-}
-
-static void bdelete(struct buf *b, size_t pos, size_t n)
-{
-	if (pos >= b->len)
-		return;
-	if (n > b->len - pos)
-		n = b->len - pos;
-	memmove(b->p + pos, b->p + pos + n, b->len - pos - n);
-	b->len -= n;
 }
 
 static double now_s(void)
@@ -240,9 +211,6 @@ static double now_s(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
-
-/* ------------------------------------------------------------------ */
-/* Output                                                              */
 
 static FILE *verdicts;
 static unsigned int nfailed;
@@ -258,11 +226,9 @@ static void verdict(bool good, const char *fmt, ...)
 	printf("# kpfuzz: %s: %s\n", good ? "ok" : "NOT OK", desc);
 	if (verdicts)
 		fprintf(verdicts, "%s %s\n", good ? "ok" : "not ok", desc);
-	if (!good)
-		nfailed++;
+	nfailed += !good;
 }
 
-/* Print @len bytes of @p, escaped: printable ASCII as is, the rest \xNN. */
 static void print_escaped(const unsigned char *p, size_t len, size_t max)
 {
 	size_t i;
@@ -277,60 +243,21 @@ static void print_escaped(const unsigned char *p, size_t len, size_t max)
 		printf("...(%zu bytes in all)", len);
 }
 
-static const struct {
-	int err;
-	const char *name;
-} errno_names[] = {
-	{ 0, "OK" }, { EPERM, "EPERM" }, { ENOENT, "ENOENT" },
-	{ ENOMEM, "ENOMEM" }, { EBUSY, "EBUSY" }, { EEXIST, "EEXIST" },
-	{ EINVAL, "EINVAL" }, { EFAULT, "EFAULT" }, { ENODEV, "ENODEV" },
-	{ ENOSPC, "ENOSPC" }, { E2BIG, "E2BIG" }, { ERANGE, "ERANGE" },
-	{ EIO, "EIO" }, { EAGAIN, "EAGAIN" }, { EACCES, "EACCES" },
-	{ ENAMETOOLONG, "ENAMETOOLONG" }, { EOVERFLOW, "EOVERFLOW" },
-	{ EILSEQ, "EILSEQ" }, { EBADF, "EBADF" },
-};
-
 static const char *errname(int err)
 {
+	static const char * const names[] = {
+		[0] = "OK", [EPERM] = "EPERM", [ENOENT] = "ENOENT",
+		[ENOMEM] = "ENOMEM", [EBUSY] = "EBUSY", [EEXIST] = "EEXIST",
+		[EINVAL] = "EINVAL", [EFAULT] = "EFAULT",
+	};
 	static char tmp[32];
-	size_t i;
 
-	for (i = 0; i < ARRAY_SIZE(errno_names); i++)
-		if (errno_names[i].err == err)
-			return errno_names[i].name;
+	if (err < 0)
+		return "a short write";
+	if ((size_t)err < ARRAY_SIZE(names) && names[err])
+		return names[err];
 	snprintf(tmp, sizeof(tmp), "errno %d", err);
 	return tmp;
-}
-
-/* Results as a bit mask: what the model allows. */
-#define M_OK		BIT(0)
-#define M_EPERM		BIT(1)
-#define M_ENOENT	BIT(2)
-#define M_ENOMEM	BIT(3)
-#define M_EBUSY		BIT(4)
-#define M_EEXIST	BIT(5)
-#define M_EINVAL	BIT(6)
-#define M_OTHER		BIT(7)
-
-static unsigned int rbit(int err)
-{
-	switch (err) {
-	case 0:
-		return M_OK;
-	case EPERM:
-		return M_EPERM;
-	case ENOENT:
-		return M_ENOENT;
-	case ENOMEM:
-		return M_ENOMEM;
-	case EBUSY:
-		return M_EBUSY;
-	case EEXIST:
-		return M_EEXIST;
-	case EINVAL:
-		return M_EINVAL;
-	}
-	return M_OTHER;
 }
 
 /* The errnos Documentation.txt lists for the control file. */
@@ -340,60 +267,34 @@ static bool documented(int err)
 	       err == ENOENT || err == EBUSY || err == ENOMEM;
 }
 
-static void print_mask(unsigned int mask)
-{
-	static const int errs[] = { 0, EPERM, ENOENT, ENOMEM, EBUSY, EEXIST,
-				    EINVAL };
-	const char *sep = "";
-	size_t i;
-
-	for (i = 0; i < ARRAY_SIZE(errs); i++) {
-		if (mask & rbit(errs[i])) {
-			printf("%s%s", sep, errname(errs[i]));
-			sep = "|";
-		}
-	}
-	if (!*sep)
-		printf("nothing");
-}
-
 /* ------------------------------------------------------------------ */
-/* Small file helpers                                                  */
+/* Files                                                               */
 
-/* Append the contents of @path to @b, or a line saying why not. */
 static void cat_file(struct buf *b, const char *path)
 {
 	char tmp[4096];
 	ssize_t n;
-	int fd;
+	int fd = open(path, O_RDONLY);
 
-	fd = open(path, O_RDONLY);
 	if (fd < 0) {
 		bprintf(b, "(open: %s)\n", errname(errno));
 		return;
 	}
 	while ((n = read(fd, tmp, sizeof(tmp))) > 0)
 		bput(b, tmp, n);
-	if (n < 0)
-		bprintf(b, "(read: %s)\n", errname(errno));
 	close(fd);
 }
 
-/* First line of @path into @out (empty if it cannot be read). */
 static void read_line(const char *path, char *out, size_t size)
 {
-	ssize_t n;
-	int fd;
+	ssize_t n = -1;
+	int fd = open(path, O_RDONLY);
 
-	out[0] = '\0';
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return;
-	n = read(fd, out, size - 1);
-	close(fd);
-	if (n < 0)
-		n = 0;
-	out[n] = '\0';
+	if (fd >= 0) {
+		n = read(fd, out, size - 1);
+		close(fd);
+	}
+	out[n > 0 ? n : 0] = '\0';
 	out[strcspn(out, "\n")] = '\0';
 }
 
@@ -409,24 +310,21 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char * const *)a, *(char * const *)b);
 }
 
-/* Append a sorted recursive listing of @dir to @b, one path a line. */
+/* A sorted recursive listing of @dir, one path a line. */
 static void list_dir(struct buf *b, const char *dir, int depth)
 {
 	char *names[256], path[512];
-	struct dirent *de;
 	unsigned int n = 0, i;
-	DIR *d;
+	struct dirent *de;
+	DIR *d = opendir(dir);
 
-	d = opendir(dir);
 	if (!d) {
 		bprintf(b, "%s: (%s)\n", dir, errname(errno));
 		return;
 	}
-	while ((de = readdir(d)) && n < ARRAY_SIZE(names)) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		names[n++] = strdup(de->d_name);
-	}
+	while ((de = readdir(d)) && n < ARRAY_SIZE(names))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			names[n++] = strdup(de->d_name);
 	closedir(d);
 	qsort(names, n, sizeof(names[0]), cmp_str);
 	for (i = 0; i < n; i++) {
@@ -439,7 +337,7 @@ static void list_dir(struct buf *b, const char *dir, int depth)
 }
 
 /* ------------------------------------------------------------------ */
-/* Symbols, from /proc/kallsyms                                        */
+/* Symbols, from /proc/kallsyms and /proc/modules                      */
 
 struct sym {
 	unsigned long addr;
@@ -450,98 +348,69 @@ struct sym {
 
 static struct sym *syms;
 static size_t nsyms;
-
-static const char *modnames[512];	/* interned module names */
-static unsigned int nmodnames;
-static char loaded[512][64];		/* /proc/modules */
+static char loaded[512][64];
 static unsigned int nloaded;
-
-static const char *going_mod;		/* --going MODULE */
-static int going_state;			/* 0 live, 1 going, 2 gone */
-
-static const char *intern_mod(const char *m, size_t len)
-{
-	unsigned int i;
-	char *s;
-
-	for (i = 0; i < nmodnames; i++)
-		if (strlen(modnames[i]) == len && !memcmp(modnames[i], m, len))
-			return modnames[i];
-	s = xmalloc(len + 1);
-	memcpy(s, m, len);
-	s[len] = '\0';
-	if (nmodnames < ARRAY_SIZE(modnames))
-		modnames[nmodnames++] = s;
-	return s;
-}
+static const char *going_mod;	/* --going MODULE */
+static int going_state;		/* 0 live, 1 going, 2 gone */
+static unsigned long k_text, k_etext, k_sinittext, k_einittext, k_sdata;
+static unsigned long k_end;
 
 static int cmp_sym(const void *a, const void *b)
 {
 	const struct sym *x = a, *y = b;
 
-	if (x->addr != y->addr)
-		return x->addr < y->addr ? -1 : 1;
-	return x->name < y->name ? -1 : x->name > y->name;
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
 static int read_kallsyms(void)
 {
 	size_t cap = 1 << 18, n;
-	char *line = NULL, *p, *name, *end;
-	FILE *f;
+	char *line = NULL, *p, *end;
+	FILE *f = fopen("/proc/kallsyms", "r");
 
-	f = fopen("/proc/kallsyms", "r");
 	if (!f)
 		return -1;
-	syms = xmalloc(cap * sizeof(*syms));
-	while (getline(&line, &n, f) > 0) {
+	syms = malloc(cap * sizeof(*syms));
+	while (syms && getline(&line, &n, f) > 0) {
 		struct sym *s;
 
-		if (nsyms == cap) {
-			cap *= 2;
-			syms = realloc(syms, cap * sizeof(*syms));
-			if (!syms)
-				return -1;
-		}
+		if (nsyms == cap)
+			syms = realloc(syms, (cap *= 2) * sizeof(*syms));
+		if (!syms)
+			break;
 		s = &syms[nsyms];
 		s->addr = strtoul(line, &p, 16);
 		if (*p != ' ' || !p[1] || p[2] != ' ')
 			continue;
 		s->type = p[1];
-		name = p + 3;
-		end = name + strcspn(name, " \t\n");
-		s->mod = NULL;
-		p = strchr(end, '[');
-		if (p) {
-			size_t len = strcspn(p + 1, "]");
-
-			s->mod = intern_mod(p + 1, len);
-		}
+		p += 3;
+		end = p + strcspn(p, " \t\n");
+		s->mod = strchr(end, '[') ?
+			 strndup(strchr(end, '[') + 1, strcspn(strchr(end, '[') + 1, "]")) :
+			 NULL;
 		*end = '\0';
-		s->name = strdup(name);
+		s->name = strdup(p);
 		nsyms++;
 	}
 	free(line);
 	fclose(f);
+	if (!syms)
+		return -1;
 	qsort(syms, nsyms, sizeof(*syms), cmp_sym);
 	return nsyms ? 0 : -1;
 }
 
-static int read_modules(void)
+static void read_modules(void)
 {
 	char line[512];
-	FILE *f;
+	FILE *f = fopen("/proc/modules", "r");
 
-	f = fopen("/proc/modules", "r");
-	if (!f)
-		return -1;
 	nloaded = 0;
-	while (fgets(line, sizeof(line), f) && nloaded < ARRAY_SIZE(loaded)) {
+	while (f && fgets(line, sizeof(line), f) && nloaded < 512)
 		snprintf(loaded[nloaded++], sizeof(loaded[0]), "%.*s",
 			 (int)strcspn(line, " "), line);
-	}
-	fclose(f);
-	return 0;
+	if (f)
+		fclose(f);
 }
 
 static bool module_loaded(const char *mod)
@@ -595,9 +464,8 @@ static unsigned long sym_addr(const char *name, const char *mod)
 	size_t i;
 
 	for (i = 0; i < nsyms; i++) {
-		if (strcmp(syms[i].name, name))
-			continue;
-		if (mod ? !syms[i].mod || strcmp(syms[i].mod, mod) : !!syms[i].mod)
+		if (strcmp(syms[i].name, name) ||
+		    (mod ? !syms[i].mod || strcmp(syms[i].mod, mod) : !!syms[i].mod))
 			continue;
 		if (addr && addr != syms[i].addr)
 			return 0;
@@ -606,14 +474,40 @@ static unsigned long sym_addr(const char *name, const char *mod)
 	return addr;
 }
 
-/* vmlinux layout, from linker symbols */
-static unsigned long k_text, k_etext_page, k_sinittext, k_einittext;
-static unsigned long k_sdata, k_end;
+static bool is_text(char t)
+{
+	return t == 't' || t == 'T';
+}
+
+static bool is_data(char t)
+{
+	return t && strchr("dDbBrR", t);
+}
 
 /*
- * The test functions the model lets a command patch for real: every pair
- * of one group has compatible prototypes.  ret is what a group 1
- * function returns, or the version a group 2 function prints.
+ * Could kpatch take @addr as a function (@hook: as a hook)?  A function
+ * start in vmlinux text (not init text) or in a usable module's text; a
+ * hook only the latter.  Everything else must be refused with EINVAL.
+ */
+static bool maybe_function(unsigned long addr, bool hook)
+{
+	size_t i;
+
+	for (i = sym_lower(addr); i < nsyms && syms[i].addr == addr; i++) {
+		const struct sym *s = &syms[i];
+
+		if (s->mod ? module_usable(s->mod) && !is_data(s->type) :
+		    !hook && addr >= k_text && addr < k_etext &&
+		    (addr < k_sinittext || addr >= k_einittext))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The test functions a command meant to be accepted may patch: every pair
+ * of one group has compatible prototypes.  ret is what a group 1 function
+ * returns, or the version a group 2 function prints.
  */
 enum {
 	S_A, S_B, S_NOTRACE, S_A1, S_A2, S_A3, S_B1, S_B2, S_GOING,
@@ -624,7 +518,7 @@ static struct safe {
 	const char *name;
 	const char *mod;	/* NULL: vmlinux; "going": the --going module */
 	int group;		/* 1: int (void); 2: a seq_file show function */
-	bool trace;		/* ftrace can trace it */
+	bool old;		/* may be an old function (ftrace traces it) */
 	int ret;
 	unsigned long addr;	/* 0: not loaded */
 } safe[S_COUNT] = {
@@ -632,20 +526,17 @@ static struct safe {
 	[S_B] = { "kpatch_test_value_b", "kpatch_test_target", 1, true, 2 },
 	[S_NOTRACE] = { "kpatch_test_value_notrace", "kpatch_test_target",
 			1, false, 3 },
-	[S_A1] = { "kpatch_test_value_a_v1", "kpatch_test_new", 1, true, 11 },
-	[S_A2] = { "kpatch_test_value_a_v2", "kpatch_test_new", 1, true, 12 },
-	[S_A3] = { "kpatch_test_value_a_v3", "kpatch_test_new", 1, true, 13 },
-	[S_B1] = { "kpatch_test_value_b_v1", "kpatch_test_new", 1, true, 21 },
-	[S_B2] = { "kpatch_test_value_b_v2", "kpatch_test_new", 1, true, 22 },
+	[S_A1] = { "kpatch_test_value_a_v1", "kpatch_test_new", 1, false, 11 },
+	[S_A2] = { "kpatch_test_value_a_v2", "kpatch_test_new", 1, false, 12 },
+	[S_A3] = { "kpatch_test_value_a_v3", "kpatch_test_new", 1, false, 13 },
+	[S_B1] = { "kpatch_test_value_b_v1", "kpatch_test_new", 1, false, 21 },
+	[S_B2] = { "kpatch_test_value_b_v2", "kpatch_test_new", 1, false, 22 },
 	[S_GOING] = { "kpatch_test_going_fn", "going", 1, true, 31 },
-	[S_GOING_NEW] = { "kpatch_test_going_fn_new", "going", 1, true, 32 },
+	[S_GOING_NEW] = { "kpatch_test_going_fn_new", "going", 1, false, 32 },
 	[S_CMDLINE] = { "cmdline_proc_show", NULL, 2, true, 0 },
-	[S_CMDLINE1] = { "kpatch_test_cmdline_v1", "kpatch_test_new",
-			 2, true, 1 },
-	[S_CMDLINE2] = { "kpatch_test_cmdline_v2", "kpatch_test_new",
-			 2, true, 2 },
-	[S_CMDLINE3] = { "kpatch_test_cmdline_v3", "kpatch_test_new",
-			 2, true, 3 },
+	[S_CMDLINE1] = { "kpatch_test_cmdline_v1", "kpatch_test_new", 2, false, 1 },
+	[S_CMDLINE2] = { "kpatch_test_cmdline_v2", "kpatch_test_new", 2, false, 2 },
+	[S_CMDLINE3] = { "kpatch_test_cmdline_v3", "kpatch_test_new", 2, false, 3 },
 };
 
 static int find_safe(unsigned long addr)
@@ -660,506 +551,76 @@ static int find_safe(unsigned long addr)
 
 static bool safe_usable(int i)
 {
-	if (i == S_GOING || i == S_GOING_NEW)
-		return safe[i].addr && !going_state;
-	return safe[i].addr;
+	return safe[i].addr && (!going_state || !safe[i].mod ||
+				strcmp(safe[i].mod, "going"));
 }
 
 /*
- * Hooks (HOOK=ADDR words): the names, in the order of enum kpatch_hook,
- * and the two functions of kpatch_test_shadow a command the model accepts
- * may use as hooks: "nop" returns 0, "veto" -EINVAL.  A veto in a
- * pre-patch or stop-patch slot refuses the command with EINVAL; in a
- * post or undo slot its return is ignored; in a pre-unpatch or
- * stop-unpatch slot it would keep the patch from being undone, so such a
- * command is not written.  Both count their calls (HOOK_CALLS).
+ * Hooks, in the order of enum kpatch_hook; kpatch_test_shadow's "nop"
+ * returns 0, "veto" -EINVAL: in a pre or stop slot of the direction that
+ * runs, a veto refuses the update with EINVAL; in an undo or post slot
+ * its return is ignored.  A veto in an unpatch slot would keep the patch
+ * from being undone, so accepted commands put none there.
  */
-#define NR_HOOKS	8
-#define HOOK_PRE_UNPATCH 4	/* the first unpatch hook */
-
 static const char * const hook_names[NR_HOOKS] = {
 	"pre-patch", "stop-patch", "undo-patch", "post-patch",
 	"pre-unpatch", "stop-unpatch", "undo-unpatch", "post-unpatch",
 };
 
-enum { H_NOP, H_VETO, H_COUNT };
-
-static struct {
-	const char *name;
-	unsigned long addr;
-} hookfn[H_COUNT] = {
-	[H_NOP] = { "kpatch_test_shadow_hook_nop" },
-	[H_VETO] = { "kpatch_test_shadow_hook_veto" },
+#define H_PRE_PATCH	0
+#define H_STOP_PATCH	1
+#define H_UNPATCH	4	/* the first unpatch hook */
+static const char * const hookfn_names[2] = {
+	"kpatch_test_shadow_hook_nop", "kpatch_test_shadow_hook_veto",
 };
 
-static int find_hookfn(unsigned long addr)
-{
-	int i;
-
-	for (i = 0; i < H_COUNT; i++)
-		if (hookfn[i].addr && hookfn[i].addr == addr)
-			return i;
-	return -1;
-}
+static unsigned long hookfn[2];		/* nop, veto */
 
 /* Pools of symbols, as indexes into syms[] */
 struct pool {
-	size_t *idx;
-	size_t n;
+	size_t *idx, n;
 };
 
-static struct pool p_vtext, p_vinit, p_vdata, p_vlow, p_mtext, p_mdata;
-static struct pool p_mother;
-
-static void pool_add(struct pool *p, size_t i)
-{
-	if (!(p->n & (p->n + 1)) || !p->idx) {
-		p->idx = realloc(p->idx, (2 * p->n + 2) * sizeof(*p->idx));
-		if (!p->idx) {
-			printf("# kpfuzz: out of memory\n");
-			exit(2);
-		}
-	}
-	p->idx[p->n++] = i;
-}
-
-static bool is_text_type(char t)
-{
-	return t == 't' || t == 'T';
-}
-
-static bool is_data_type(char t)
-{
-	return t && strchr("dDbBrR", t);
-}
+enum { P_VTEXT, P_VINIT, P_VDATA, P_VLOW, P_MTEXT, P_MDATA, P_OTHER, P_COUNT };
+static struct pool pools[P_COUNT];
 
 static void build_pools(void)
 {
 	size_t i;
+	int p;
 
 	for (i = 0; i < nsyms; i++) {
 		const struct sym *s = &syms[i];
+		unsigned long a = s->addr;
 
-		if (s->mod) {
-			if (!module_usable(s->mod))
-				pool_add(&p_mother, i);
-			else if (is_text_type(s->type))
-				pool_add(&p_mtext, i);
-			else if (is_data_type(s->type))
-				pool_add(&p_mdata, i);
-		} else if (s->addr >= k_sinittext && s->addr < k_einittext) {
-			if (is_text_type(s->type))
-				pool_add(&p_vinit, i);
-		} else if (s->addr >= k_text && s->addr < k_etext_page) {
-			if (is_text_type(s->type))
-				pool_add(&p_vtext, i);
-		} else if (s->addr < k_text) {
-			pool_add(&p_vlow, i);
-		} else if (s->addr >= k_sdata && s->addr < k_end) {
-			pool_add(&p_vdata, i);
-		}
-	}
-}
-
-static unsigned long pool_pick(struct rng *r, const struct pool *p,
-			       unsigned long fallback)
-{
-	return p->n ? syms[p->idx[rnd(r, p->n)]].addr : fallback;
-}
-
-/*
- * What kpatch must make of @addr as an old (@as_old) or new function:
- * A_BAD if it must refuse it (no symbol starts there; vmlinux data,
- * read-only data, per-cpu or freed init text; module data; a symbol of no
- * usable module; a test function that cannot be an old one), A_SAFE for a
- * test function (*@sidx), A_TEXT for any other text symbol: kpatch may
- * take it, so the model cannot judge a command that could be accepted
- * with it.
- */
-enum aclass { A_BAD, A_SAFE, A_TEXT };
-
-static enum aclass classify(unsigned long addr, bool as_old, int *sidx)
-{
-	enum aclass c = A_BAD;
-	size_t i;
-	int s;
-
-	s = find_safe(addr);
-	if (s >= 0) {
-		if (!safe_usable(s) || (as_old && !safe[s].trace))
-			return A_BAD;
-		*sidx = s;
-		return A_SAFE;
-	}
-	for (i = sym_lower(addr); i < nsyms && syms[i].addr == addr; i++) {
-		const struct sym *sy = &syms[i];
-
-		if (sy->mod) {
-			if (module_usable(sy->mod) && !is_data_type(sy->type))
-				c = A_TEXT;
-		} else if (addr >= k_sinittext && addr < k_einittext) {
+		if (s->mod)
+			p = !module_usable(s->mod) ? P_OTHER : is_text(s->type) ?
+			    P_MTEXT : is_data(s->type) ? P_MDATA : -1;
+		else if (a >= k_sinittext && a < k_einittext)
+			p = is_text(s->type) ? P_VINIT : -1;
+		else if (a >= k_text && a < k_etext)
+			p = is_text(s->type) ? P_VTEXT : -1;
+		else
+			p = a < k_text ? P_VLOW : a >= k_sdata && a < k_end ?
+			    P_VDATA : -1;
+		if (p < 0)
 			continue;
-		} else if (addr >= k_text && addr < k_etext_page) {
-			c = A_TEXT;
-		}
+		if (!(pools[p].n & (pools[p].n + 1)))
+			pools[p].idx = realloc(pools[p].idx, (2 * pools[p].n + 2) *
+					       sizeof(size_t));
+		pools[p].idx[pools[p].n++] = i;
 	}
-	return c;
 }
 
-/*
- * What kpatch must make of @addr as a hook: HK_BAD if it must refuse it
- * (not a function start in the text of a live module: vmlinux, data, init
- * text, a going module, junk), HK_NOP or HK_VETO for the hooks of
- * kpatch_test_shadow, HK_TEXT for any other module function: kpatch may
- * take it (and, unless it lacks ENDBR on an IBT kernel, call it).
- */
-enum hclass { HK_BAD, HK_NOP, HK_VETO, HK_TEXT };
-
-static enum hclass classify_hook(unsigned long addr)
+static unsigned long pick(struct rng *r, int pool)
 {
-	size_t i;
-	int h = find_hookfn(addr), s;
+	const struct pool *p = &pools[pool];
 
-	if (h >= 0)
-		return module_usable(HOOK_MOD) ? (h == H_NOP ? HK_NOP : HK_VETO) :
-		       HK_BAD;
-	s = find_safe(addr);
-	if (s >= 0)
-		return safe_usable(s) && safe[s].mod ? HK_TEXT : HK_BAD;
-	for (i = sym_lower(addr); i < nsyms && syms[i].addr == addr; i++)
-		if (syms[i].mod && module_usable(syms[i].mod) &&
-		    !is_data_type(syms[i].type))
-			return HK_TEXT;
-	return HK_BAD;
+	return p->n ? syms[p->idx[rnd(r, p->n)]].addr : 0;
 }
 
 /* ------------------------------------------------------------------ */
-/* The model of the control file                                       */
-
-enum { V_PATCH, V_REPLACE, V_UNPATCH };
-
-struct cmd {
-	int verb;
-	bool check;			/* check VERB ...: a dry run */
-	unsigned long hook[NR_HOOKS];	/* 0: none */
-	char name[NAME_LEN_MAX + 1];
-	unsigned int npairs;
-	unsigned long old[MAX_PAIRS];
-	unsigned long new[MAX_PAIRS];
-};
-
-/* The baseline: patch "base" redirects S_A to S_A1. */
-#define BASE_NAME	"base"
-
-struct judgement {
-	unsigned int allowed;	/* M_* */
-	unsigned int strict;	/* M_*, with neither 0X nor a final NUL */
-	bool danger;		/* could be accepted, and cannot be judged */
-	bool have_cmd;		/* cmd: the command, when OK is allowed */
-	bool check;		/* a dry run (check VERB ...) */
-	char check_line[NAME_LEN_MAX + 16];	/* "VERB NAME" for the check file */
-	struct cmd cmd;
-};
-
-static struct judgement jcur;	/* the current case's */
-static bool judging_strict;	/* judge_one() reads the write as it is */
-
-static bool valid_name(const unsigned char *s, size_t n)
-{
-	size_t i;
-
-	if (n < 1 || n > NAME_LEN_MAX)
-		return false;
-	for (i = 0; i < n; i++)
-		if (!isascii(s[i]) || (!isalnum(s[i]) && s[i] != '_' &&
-				       s[i] != '-'))
-			return false;
-	return true;
-}
-
-static int hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* A hexadecimal address, with or without 0x (0X too if @upper_x). */
-static int parse_addr(const unsigned char *t, size_t n, bool upper_x,
-		      unsigned long *out)
-{
-	unsigned long v = 0;
-	size_t i;
-
-	if (n >= 2 && t[0] == '0' && (t[1] == 'x' || (upper_x && t[1] == 'X'))) {
-		t += 2;
-		n -= 2;
-	}
-	if (!n)
-		return -1;
-	for (i = 0; i < n; i++) {
-		int d = hexval(t[i]);
-
-		if (d < 0 || v > ULONG_MAX >> 4)
-			return -1;
-		v = v << 4 | d;
-	}
-	*out = v;
-	return 0;
-}
-
-/*
- * The semantic checks of a patch or replace command whose syntax is fine:
- * M_OK or M_EINVAL, or both with *@danger set when the model cannot tell.
- */
-static unsigned int judge_pairs(const struct cmd *c, bool *danger)
-{
-	bool bad = false, unknown = false, cross = false, veto = false;
-	bool replace = c->verb == V_REPLACE;
-	unsigned int i, j;
-
-	for (i = 0; i < NR_HOOKS; i++) {
-		enum hclass h;
-
-		if (!c->hook[i])
-			continue;
-		h = classify_hook(c->hook[i]);
-		if (h == HK_BAD)
-			bad = true;
-		else if (h == HK_TEXT)
-			unknown = true;
-		else if (h == HK_VETO && (i % 4 == 0 || i % 4 == 1))
-			veto = true;	/* a pre or stop hook that refuses */
-		if (h == HK_VETO && i >= HOOK_PRE_UNPATCH && i % 4 < 2 &&
-		    !c->check)
-			unknown = true;	/* the patch could not be undone */
-	}
-
-	for (i = 0; i < c->npairs; i++) {
-		int so = -1, sn = -1;
-		enum aclass co = classify(c->old[i], true, &so);
-		enum aclass cn = classify(c->new[i], false, &sn);
-
-		if (co == A_BAD || cn == A_BAD)
-			bad = true;
-		else if (co == A_SAFE && cn == A_SAFE)
-			cross |= safe[so].group != safe[sn].group;
-		else
-			unknown = true;
-	}
-	if (bad)
-		return M_EINVAL;
-	for (i = 0; i < c->npairs; i++) {
-		for (j = 0; j < c->npairs; j++) {
-			if (j != i && c->old[j] == c->old[i])
-				return M_EINVAL;	/* the same old twice */
-			if (c->new[i] == c->old[j])
-				return M_EINVAL;	/* new is also old */
-		}
-		if (!replace && (c->new[i] == safe[S_A].addr ||
-				 c->old[i] == safe[S_A1].addr))
-			return M_EINVAL;	/* chains with "base" */
-	}
-	/*
-	 * A dry run runs no hook and changes nothing: any function is fine
-	 * to name, it may only be refused or in use.
-	 */
-	if (c->check)
-		return unknown ? M_OK | M_EINVAL | M_EBUSY : M_OK;
-	if (unknown || cross) {
-		*danger = true;
-		return M_OK | M_EINVAL;
-	}
-	return veto ? M_EINVAL : M_OK;
-}
-
-/*
- * Take the hook words (with '=') out of tok[2..ntok): into @c, or -1 for
- * an unknown hook, one given twice, or a bad ADDR (hexadecimal as OLD and
- * NEW, not 0).  Returns the number of words left, moved up in place.
- */
-static int take_hooks(const unsigned char **tok, size_t *tlen,
-		      unsigned int ntok, bool upper_x, struct cmd *c)
-{
-	unsigned int i, n = 2, h;
-	unsigned long addr;
-
-	memset(c->hook, 0, sizeof(c->hook));
-	for (i = 2; i < ntok; i++) {
-		const unsigned char *eq = memchr(tok[i], '=', tlen[i]);
-		size_t len = eq - tok[i];
-
-		if (!eq) {
-			tok[n] = tok[i];
-			tlen[n++] = tlen[i];
-			continue;
-		}
-		for (h = 0; h < NR_HOOKS; h++)
-			if (strlen(hook_names[h]) == len &&
-			    !memcmp(tok[i], hook_names[h], len))
-				break;
-		if (h == NR_HOOKS || c->hook[h] ||
-		    parse_addr(eq + 1, tlen[i] - len - 1, upper_x, &addr) ||
-		    !addr)
-			return -1;
-		c->hook[h] = addr;
-	}
-	return n;
-}
-
-/*
- * Judge @n bytes written as one command, read the strict way: an optional
- * trailing newline, no other newline and no NUL, tokens separated by
- * spaces or tabs.  @upper_x: take 0X as a prefix too.
- */
-static void judge_one(const unsigned char *b, size_t n, bool upper_x,
-		      struct judgement *j)
-{
-	static const unsigned char *tok[MAX_TOKENS];
-	static size_t tlen[MAX_TOKENS];
-	static struct cmd c;
-	unsigned int ntok = 0, i;
-	size_t k = 0;
-	bool danger = false;
-	int res;
-
-	if (n && b[n - 1] == '\n')
-		n--;
-	if (memchr(b, '\n', n) || memchr(b, '\0', n)) {
-		j->allowed |= M_EINVAL;
-		return;
-	}
-	while (k < n) {
-		size_t start;
-
-		if (b[k] == ' ' || b[k] == '\t') {
-			k++;
-			continue;
-		}
-		start = k;
-		while (k < n && b[k] != ' ' && b[k] != '\t')
-			k++;
-		if (ntok < MAX_TOKENS) {
-			tok[ntok] = b + start;
-			tlen[ntok] = k - start;
-		}
-		ntok++;
-	}
-	if (!ntok || ntok > MAX_TOKENS) {
-		j->allowed |= M_EINVAL;
-		return;
-	}
-	c.check = tlen[0] == 5 && !memcmp(tok[0], "check", 5);
-	if (c.check) {
-		j->check = true;
-		memmove(tok, tok + 1, (ntok - 1) * sizeof(*tok));
-		memmove(tlen, tlen + 1, (ntok - 1) * sizeof(*tlen));
-		if (!--ntok) {
-			j->allowed |= M_EINVAL;
-			return;
-		}
-	}
-	if (tlen[0] == 5 && !memcmp(tok[0], "patch", 5))
-		c.verb = V_PATCH;
-	else if (tlen[0] == 7 && !memcmp(tok[0], "replace", 7))
-		c.verb = V_REPLACE;
-	else if (tlen[0] == 7 && !memcmp(tok[0], "unpatch", 7))
-		c.verb = V_UNPATCH;
-	else
-		ntok = 0;
-	if (ntok < 2 || !valid_name(tok[1], tlen[1])) {
-		j->allowed |= M_EINVAL;
-		return;
-	}
-	memcpy(c.name, tok[1], tlen[1]);
-	c.name[tlen[1]] = '\0';
-	c.npairs = 0;
-	memset(c.hook, 0, sizeof(c.hook));
-	if (c.check && judging_strict)
-		snprintf(j->check_line, sizeof(j->check_line), "%s %s",
-			 c.verb == V_PATCH ? "patch" : c.verb == V_REPLACE ?
-			 "replace" : "unpatch", c.name);
-
-	if (c.verb == V_UNPATCH) {
-		if (ntok != 2) {
-			j->allowed |= M_EINVAL;
-		} else if (strcmp(c.name, BASE_NAME)) {
-			j->allowed |= M_ENOENT;
-		} else {
-			j->allowed |= M_OK;
-			j->have_cmd = true;
-			j->cmd = c;
-		}
-		return;
-	}
-
-	res = take_hooks(tok, tlen, ntok, upper_x, &c);
-	if (res < 4 || res % 2) {
-		j->allowed |= M_EINVAL;
-		return;
-	}
-	ntok = res;
-	for (i = 2; i < ntok; i += 2) {
-		if (parse_addr(tok[i], tlen[i], upper_x, &c.old[c.npairs]) ||
-		    parse_addr(tok[i + 1], tlen[i + 1], upper_x,
-			       &c.new[c.npairs])) {
-			j->allowed |= M_EINVAL;
-			return;
-		}
-		c.npairs++;
-	}
-	res = judge_pairs(&c, &danger);
-	j->danger |= danger;
-	/* Documentation.txt does not say which check comes first. */
-	if (!strcmp(c.name, BASE_NAME)) {
-		j->allowed |= M_EEXIST | (res & M_EINVAL);
-		return;
-	}
-	j->allowed |= res;
-	if (res & M_OK) {
-		j->have_cmd = true;
-		j->cmd = c;
-	}
-}
-
-/*
- * Judge the write of @b.  Documentation.txt leaves two readings open, and
- * both are allowed: "0x" may or may not include "0X"; and kpatch.c ends
- * a command at its first NUL, so a single trailing NUL (after no newline)
- * may be taken as the end of the command.
- */
-static void judge(const struct buf *b, struct judgement *j)
-{
-	bool upper_x;
-
-	j->allowed = 0;
-	j->danger = false;
-	j->have_cmd = false;
-	j->check = false;
-	j->check_line[0] = '\0';
-	if (b->len > CMD_MAX) {
-		j->allowed = M_EINVAL;
-		j->strict = M_EINVAL;
-		return;
-	}
-	upper_x = memmem(b->p, b->len, "0X", 2);
-	judging_strict = true;
-	judge_one(b->p, b->len, false, j);
-	judging_strict = false;
-	j->strict = j->allowed;
-	if (upper_x)
-		judge_one(b->p, b->len, true, j);
-	if (b->len && !b->p[b->len - 1] && !memchr(b->p, 0, b->len - 1) &&
-	    (b->len < 2 || b->p[b->len - 2] != '\n')) {
-		judge_one(b->p, b->len - 1, false, j);
-		if (upper_x)
-			judge_one(b->p, b->len - 1, true, j);
-	}
-}
+/* Splat-like log lines                                                */
 
 /*
  * What makes a kernel log line a splat: KP_SPLAT_RE, the extended regex
@@ -1189,8 +650,8 @@ static int splat_re_init(void)
 
 /*
  * Pieces of those patterns that kpatch's log lines must not contain: the
- * tokens of a refused command are printed, next to each other or before
- * a colon, and so are the kernel symbols its addresses fall in.
+ * words of a refused command are printed, next to each other or before a
+ * colon, and so are the names of the symbols its addresses fall in.
  */
 static bool has_stem(const char *s)
 {
@@ -1212,78 +673,54 @@ static bool has_stem(const char *s)
 	return false;
 }
 
-/* Is @addr in a symbol (as kallsyms finds it) with such a name? */
+/* Is @addr in a symbol with such a name? */
 static bool addr_has_stem(unsigned long addr)
 {
-	size_t i = addr == ULONG_MAX ? nsyms : sym_lower(addr + 1);
+	size_t i = addr == ~0UL ? nsyms : sym_lower(addr + 1);
 	unsigned long at;
 
 	if (!i)
 		return false;
-	at = syms[i - 1].addr;
-	while (i && syms[i - 1].addr == at) {
+	for (at = syms[i - 1].addr; i && syms[i - 1].addr == at; i--)
 		if (has_stem(syms[i - 1].name))
 			return true;
-		i--;
-	}
-	return false;
-}
-
-static int parse_addr(const unsigned char *t, size_t n, bool upper_x,
-		      unsigned long *out);
-
-/* Could the kernel log about command @b look like a splat? */
-static bool looks_like_splat(const struct buf *b)
-{
-	static char norm[CMD_MAX + 2];
-	size_t i, n = 0, start;
-	unsigned long addr;
-
-	if (b->len > CMD_MAX)
-		return false;	/* refused before anything is printed */
-	for (i = 0; i < b->len; i++) {
-		char c = b->p[i];
-
-		if (c == '\t' || c == '\0' || c == '\n')
-			c = ' ';
-		if (c == ' ' && n && norm[n - 1] == ' ')
-			continue;
-		norm[n++] = c;
-	}
-	norm[n] = '\0';
-	if (has_stem(norm))
-		return true;
-	for (i = 0; i < n; i = start + 1) {
-		start = i + strcspn(norm + i, " ");
-		if (!parse_addr((unsigned char *)norm + i, start - i, true,
-				&addr) && addr_has_stem(addr))
-			return true;
-	}
 	return false;
 }
 
 /* ------------------------------------------------------------------ */
-/* Generators                                                          */
+/* Cases                                                               */
 
-enum {
-	C_BYTES, C_TOKENS, C_LONG, C_MUTATE, C_ADDR, C_NAME, C_PAIRS,
-	C_VERB, C_HOOK, C_CHECK, C_NOCAP, C_FAULT, C_GOING, C_GONE, C_COUNT
+enum { V_PATCH, V_REPLACE, V_UNPATCH };
+static const char * const verbs[] = { "patch", "replace", "unpatch" };
+
+/* A command as built, before it is written out. */
+struct cmd {
+	bool check;			/* check VERB ...: a dry run */
+	int verb;
+	char name[256];
+	size_t name_len;
+	unsigned int npairs;
+	unsigned long old[MAX_PAIRS], new[MAX_PAIRS];
+	unsigned long hook[NR_HOOKS];	/* 0: none */
+	int hook_pos[NR_HOOKS];		/* where it goes among the pairs */
 };
 
-static const char * const cat_names[C_COUNT] = {
-	[C_BYTES] = "bytes", [C_TOKENS] = "tokens", [C_LONG] = "long",
-	[C_MUTATE] = "mutate", [C_ADDR] = "addr", [C_NAME] = "name",
-	[C_PAIRS] = "pairs", [C_VERB] = "verb", [C_HOOK] = "hook",
-	[C_CHECK] = "check", [C_NOCAP] = "nocap", [C_FAULT] = "fault",
-	[C_GOING] = "going", [C_GONE] = "gone",
+/* One case: the bytes written and what must come of them. */
+struct tcase {
+	struct buf b;
+	int want;			/* OK or the errno */
+	bool accept;			/* in effect after it: check, undo */
+	char check_line[320];		/* for a dry run that records one */
+	struct cmd c;
+	unsigned long addrs[2 * MAX_PAIRS + NR_HOOKS];	/* for has_stem */
+	unsigned int naddrs;
+	size_t wstart[2 * MAX_PAIRS + NR_HOOKS + 4];	/* words: starts */
+	size_t wend[2 * MAX_PAIRS + NR_HOOKS + 4];
+	int wkind[2 * MAX_PAIRS + NR_HOOKS + 4];
+	unsigned int nwords;
 };
 
-/* Weights of the categories of the main run */
-static const unsigned int cat_weight[C_NOCAP] = {
-	[C_BYTES] = 10, [C_TOKENS] = 12, [C_LONG] = 5, [C_MUTATE] = 20,
-	[C_ADDR] = 18, [C_NAME] = 12, [C_PAIRS] = 5, [C_VERB] = 4,
-	[C_HOOK] = 10, [C_CHECK] = 10,
-};
+enum { W_CHECK, W_VERB, W_NAME, W_ADDR, W_HOOK, W_JUNK };
 
 static const char name_chars[] =
 	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
@@ -1301,1070 +738,808 @@ static void put_sep(struct rng *r, struct buf *b)
 		bputc(b, chance(r, 50) ? '\t' : ' ');
 }
 
-static void put_name(struct rng *r, struct buf *b, unsigned int len)
-{
-	while (len--)
-		bputc(b, name_chars[rnd(r, sizeof(name_chars) - 1)]);
-}
-
-/* A valid name other than "base": mostly short, sometimes at the limit. */
-static void put_valid_name(struct rng *r, struct buf *b)
-{
-	unsigned int len;
-
-	switch (rnd(r, 10)) {
-	case 0:
-		len = NAME_LEN_MAX;
-		break;
-	case 1:
-		len = NAME_LEN_MAX - 1 - rnd(r, 4);
-		break;
-	default:
-		len = 1 + rnd(r, 12);
-		break;
-	}
-	bputc(b, 'f');
-	put_name(r, b, len - 1);
-}
-
-/* Write @a as an address, in one of the forms kpatch should accept. */
+/* @a in one of the forms the grammar accepts. */
 static void put_addr(struct rng *r, struct buf *b, unsigned long a)
 {
-	switch (rnd(r, 24)) {
-	case 0:
-		bprintf(b, "0x%016lx", a);
-		break;
-	case 1:
-		bprintf(b, "%lx", a);
-		break;
-	case 2:
-		bprintf(b, "%016lX", a);
-		break;
-	case 3:
-		bprintf(b, "0x%lx", a);
-		break;
-	case 4:
+	static const char * const forms[] = {
+		"0x%016lx", "%lx", "%016lX", "0x%lx", "0X%016lx", "0X%lX",
+	};
+	unsigned int f = rnd(r, 16);
+
+	if (f < ARRAY_SIZE(forms))
+		bprintf(b, forms[f], a);
+	else if (f == ARRAY_SIZE(forms))
 		bprintf(b, "%0*lx", 17 + rnd(r, 24), a);
-		break;
-	case 5:
-		bprintf(b, "0X%016lx", a);	/* Documentation.txt: unclear */
-		break;
-	default:
+	else
 		bprintf(b, "%016lx", a);
-		break;
-	}
 }
 
-static const char * const verbs[] = { "patch", "replace", "unpatch" };
+static void word(struct tcase *t, int kind, size_t start)
+{
+	t->wstart[t->nwords] = start;
+	t->wend[t->nwords] = t->b.len;
+	t->wkind[t->nwords++] = kind;
+}
 
-/* A random usable test function of @group; @old: one that can be old. */
+static void use_addr(struct tcase *t, unsigned long a)
+{
+	if (t->naddrs < ARRAY_SIZE(t->addrs))
+		t->addrs[t->naddrs++] = a;
+}
+
+/* Write out @t->c, separators and address forms drawn from @r. */
+static void render(struct rng *r, struct tcase *t)
+{
+	const struct cmd *c = &t->c;
+	struct buf *b = &t->b;
+	unsigned int i, h;
+	size_t s;
+
+	b->len = 0;
+	t->nwords = 0;
+	t->naddrs = 0;
+	if (chance(r, 3))
+		put_sep(r, b);
+	if (c->check) {
+		bprintf(b, "check");
+		word(t, W_CHECK, 0);
+		put_sep(r, b);
+	}
+	s = b->len;
+	bprintf(b, "%s", verbs[c->verb]);
+	word(t, W_VERB, s);
+	put_sep(r, b);
+	s = b->len;
+	bput(b, c->name, c->name_len);
+	word(t, W_NAME, s);
+	for (i = 0; i <= c->npairs; i++) {
+		for (h = 0; h < NR_HOOKS; h++) {
+			if (!c->hook[h] || c->hook_pos[h] != (int)i)
+				continue;
+			put_sep(r, b);
+			s = b->len;
+			bprintf(b, "%s=", hook_names[h]);
+			put_addr(r, b, c->hook[h]);
+			use_addr(t, c->hook[h]);
+			word(t, W_HOOK, s);
+		}
+		if (i == c->npairs)
+			break;
+		put_sep(r, b);
+		s = b->len;
+		put_addr(r, b, c->old[i]);
+		use_addr(t, c->old[i]);
+		word(t, W_ADDR, s);
+		put_sep(r, b);
+		s = b->len;
+		put_addr(r, b, c->new[i]);
+		use_addr(t, c->new[i]);
+		word(t, W_ADDR, s);
+	}
+	if (chance(r, 3))
+		put_sep(r, b);
+	if (chance(r, 30))
+		bputc(b, '\n');
+	if (c->check)
+		snprintf(t->check_line, sizeof(t->check_line), "%s %.*s",
+			 verbs[c->verb], (int)c->name_len, c->name);
+}
+
+/* A valid name (never "base"): mostly short, sometimes at the limit. */
+static void valid_name(struct rng *r, struct cmd *c)
+{
+	unsigned int len = 1 + rnd(r, 12), i;
+
+	if (chance(r, 10))
+		len = NAME_MAX_LEN - (chance(r, 50) ? 0 : rnd(r, 5));
+	/* Not hexadecimal: a name taken as an address is malformed. */
+	c->name[0] = "ghijkmnopqrstuvwxyz_-GHKLMNPQZ"[rnd(r, 30)];
+	for (i = 1; i < len; i++)
+		c->name[i] = name_chars[rnd(r, sizeof(name_chars) - 1)];
+	c->name_len = len;
+}
+
+/* A test function of @group: one that may be old (@old), or a new one. */
 static int pick_safe(struct rng *r, int group, bool old)
 {
 	int cand[S_COUNT], n = 0, i;
 
 	for (i = 0; i < S_COUNT; i++)
-		if (safe_usable(i) && (!group || safe[i].group == group) &&
-		    (!old || safe[i].trace))
+		if (safe_usable(i) && safe[i].group == group &&
+		    safe[i].old == old)
 			cand[n++] = i;
-	return n ? cand[rnd(r, n)] : S_A;
+	return cand[rnd(r, n)];
 }
 
 /*
- * Pairs of test functions for a command meant to be accepted: one group,
- * distinct old functions, no new function among them, no chain with
- * "base" unless @replace.
+ * A command to be accepted as built: mostly patch, some replace and
+ * unpatch; test functions of one group per pair, distinct old functions
+ * (never a new one of the same command), and for patch none that chains
+ * with "base" (S_A1 is only new; S_A is no new function).  Some hooks:
+ * nop anywhere, veto only where its return is ignored.
  */
-static unsigned int pick_valid_pairs(struct rng *r, bool replace,
-				     unsigned long *old, unsigned long *new,
-				     unsigned int want)
+static void valid_cmd(struct rng *r, struct cmd *c, bool hooks)
 {
-	unsigned int n = 0, tries, i;
+	unsigned int want = 1 + (chance(r, 30) ? rnd(r, 3) : 0), i, k, h;
 
-	for (tries = 0; n < want && tries < 40; tries++) {
-		int group = chance(r, 80) ? 1 : 2;
-		int o = pick_safe(r, group, true), w = pick_safe(r, group, false);
-		bool ok = o != w;
-
-		if (!replace && (o == S_A1 || w == S_A))
-			ok = false;
-		for (i = 0; i < n && ok; i++)
-			if (old[i] == safe[o].addr || old[i] == safe[w].addr ||
-			    new[i] == safe[o].addr)
-				ok = false;
-		if (!ok)
-			continue;
-		old[n] = safe[o].addr;
-		new[n] = safe[w].addr;
-		n++;
-	}
-	return n;
-}
-
-static void put_hook(struct rng *r, struct buf *b, bool valid);
-
-/*
- * A command the model accepts (mostly patch, some replace and unpatch;
- * some as a dry run, some with hooks).
- */
-static void gen_valid(struct rng *r, struct buf *b)
-{
-	unsigned long old[4], new[4];
-	unsigned int n, i, verb;
-
-	if (chance(r, 10))
-		bputs(b, "check ");
+	memset(c->hook, 0, sizeof(c->hook));
+	c->npairs = 0;
+	c->check = false;
 	if (chance(r, 8)) {
-		bputs(b, "unpatch");
-		put_sep(r, b);
-		bputs(b, BASE_NAME);
-	} else {
-		verb = chance(r, 20) ? V_REPLACE : V_PATCH;
-		bputs(b, verbs[verb]);
-		put_sep(r, b);
-		put_valid_name(r, b);
-		n = pick_valid_pairs(r, verb == V_REPLACE, old, new,
-				     1 + (chance(r, 30) ? rnd(r, 3) : 0));
-		for (i = 0; i < n; i++) {
-			put_sep(r, b);
-			put_addr(r, b, old[i]);
-			put_sep(r, b);
-			put_addr(r, b, new[i]);
-		}
-		if (chance(r, 10)) {
-			put_sep(r, b);
-			put_hook(r, b, true);
+		c->verb = V_UNPATCH;
+		strcpy(c->name, BASE);
+		c->name_len = strlen(BASE);
+		return;
+	}
+	c->verb = chance(r, 20) ? V_REPLACE : V_PATCH;
+	valid_name(r, c);
+	for (k = 0; c->npairs < want && k < 20; k++) {
+		int group = chance(r, 80) ? 1 : 2;
+		int o = pick_safe(r, group, true), n = pick_safe(r, group, false);
+		bool ok = true;
+
+		for (i = 0; i < c->npairs; i++)
+			ok &= c->old[i] != safe[o].addr;
+		if (ok) {
+			c->old[c->npairs] = safe[o].addr;
+			c->new[c->npairs++] = safe[n].addr;
 		}
 	}
-	if (chance(r, 30))
-		bputc(b, '\n');
+	for (h = 0; hooks && h < NR_HOOKS; h++) {
+		if (!chance(r, 12))
+			continue;
+		c->hook[h] = hookfn[(h % 4 >= 2) && chance(r, 50)];
+		c->hook_pos[h] = rnd(r, c->npairs + 1);
+	}
 }
 
-/* Some address on or near a boundary, mostly not a function start. */
-static unsigned long boundary_addr(struct rng *r)
+/* The result of the built command @c, if it is not changed. */
+static int verdict_of(const struct cmd *c)
+{
+	if (c->verb == V_UNPATCH)
+		return c->name_len == 4 && !memcmp(c->name, BASE, 4) ? OK : -ENOENT;
+	return c->name_len == 4 && !memcmp(c->name, BASE, 4) ? -EEXIST : OK;
+}
+
+static void set_cmd(struct rng *r, struct tcase *t, bool check_ok)
+{
+	t->c.check = check_ok && chance(r, 20);
+	render(r, t);
+}
+
+/* --- the generators: each returns 0 or the -errno its case must get --- */
+
+static int gen_valid(struct rng *r, struct tcase *t)
+{
+	valid_cmd(r, &t->c, true);
+	set_cmd(r, t, true);
+	return verdict_of(&t->c);
+}
+
+/* A name in use (patch, replace) or not enabled (unpatch). */
+static int gen_exist(struct rng *r, struct tcase *t)
+{
+	struct cmd *c = &t->c;
+
+	valid_cmd(r, c, true);
+	if (c->verb == V_UNPATCH) {
+		valid_name(r, c);
+		if (chance(r, 20))
+			memcpy(c->name, "BASE", c->name_len = 4);
+	} else {
+		memcpy(c->name, BASE, c->name_len = 4);
+	}
+	set_cmd(r, t, true);
+	return verdict_of(c);
+}
+
+/* A pre-patch or stop-patch hook that vetoes: -EINVAL; as a dry run, 0. */
+static int gen_veto(struct rng *r, struct tcase *t)
+{
+	struct cmd *c = &t->c;
+	int h = chance(r, 50) ? H_PRE_PATCH : H_STOP_PATCH;
+
+	do
+		valid_cmd(r, c, true);
+	while (c->verb == V_UNPATCH);
+	c->hook[h] = hookfn[1];
+	c->hook_pos[h] = rnd(r, c->npairs + 1);
+	set_cmd(r, t, true);
+	if (c->check)
+		return OK;
+	return verdict_of(c) == OK ? -EINVAL : -EEXIST;
+}
+
+/* An address that cannot be a function start (as a hook if @hook). */
+static unsigned long bad_addr(struct rng *r, bool hook, bool old)
 {
 	static int on_stack;
-	unsigned long a, f;
+	unsigned long a = 0, f;
+	int tries;
 
-	switch (rnd(r, 34)) {
-	case 0:
-		return 0;
-	case 1:
-		return ~0UL;
-	case 2:
-		return ~0UL - 1;
-	case 3:
-		return 1;
-	case 4:
-		return 0x8000000000000000UL;		/* non-canonical */
-	case 5:
-		return 0x0000800000000000UL;		/* non-canonical */
-	case 6:
-		return 0xffff7fffffffffffUL;		/* non-canonical */
-	case 7:
-		return 0x00007fffffffffffUL;		/* top of user space */
-	case 8:
-		return (unsigned long)&on_stack;	/* our data */
-	case 9:
-		return (unsigned long)boundary_addr;	/* our text */
-	case 10:
-		return (unsigned long)&a;		/* our stack */
-	case 11:
-		return 0x400000 + rnd(r, 0x100000);	/* user space */
-	case 12:
-		return k_text - 1;
-	case 13:
-		return k_etext_page;
-	case 14:
-		return k_end;
-	case 15:
-		return 0xffff888000000000UL + (rnext(r) & 0xfffffff000UL);
-	case 16:
-		return 0xffffffffc0000000UL + (rnext(r) & 0x3fffffff);
-	case 17:
-		return rnext(r);
-	case 18:	/* one byte (or a few) past a test function start */
-		f = safe[pick_safe(r, 0, false)].addr;
-		return f + 1 + rnd(r, 9);
-	case 19:	/* the last byte of a test function */
-		f = safe[pick_safe(r, 0, false)].addr;
-		return sym_next(f) - 1;
-	case 20:	/* past a kernel function start: +1, the fentry site */
-		f = pool_pick(r, &p_vtext, k_text);
-		return f + 1 + rnd(r, 9);
-	case 21:	/* the last byte of a kernel function */
-		f = pool_pick(r, &p_vtext, k_text);
-		return sym_next(f) - 1;
-	case 22:	/* inside a module function */
-		f = pool_pick(r, &p_mtext, k_text);
-		return f + 1 + rnd(r, sym_next(f) - f > 1 ?
-				      sym_next(f) - f - 1 : 1);
-	case 23:
-	case 24:
-		return pool_pick(r, &p_vdata, k_end);	/* kernel data */
-	case 25:
-		return pool_pick(r, &p_vlow, 0);	/* per-cpu, absolute */
-	case 26:
-	case 27:
-		return pool_pick(r, &p_mdata, 0);	/* module data */
-	case 28:
-		return pool_pick(r, &p_vinit, 0);	/* freed init text */
-	case 29:
-		return pool_pick(r, &p_mother, 0);	/* BPF, trampolines */
-	case 30:
-		return safe[S_NOTRACE].addr;		/* notrace */
-	case 31:	/* between functions: end of one, aligned or not */
-		f = pool_pick(r, &p_vtext, k_text);
-		return sym_next(f) - 1 - rnd(r, 4);
-	case 32:
-		return k_sdata - 1 - rnd(r, 8);
-	default:
-		return k_einittext + rnd(r, 64);
+	for (tries = 0; tries < 100; tries++) {
+		switch (rnd(r, 30)) {
+		case 0:
+			a = 0;
+			break;
+		case 1:
+			a = ~0UL - rnd(r, 2);
+			break;
+		case 2: /* non-canonical */
+			a = 1UL << (47 + rnd(r, 17));
+			break;
+		case 3:
+			a = 0xffff7fffffffffffUL;
+			break;
+		case 4:
+			a = 0x00007fffffffffffUL;
+			break;
+		case 5: /* user data */
+			a = (unsigned long)&on_stack;
+			break;
+		case 6: /* user text */
+			a = (unsigned long)bad_addr;
+			break;
+		case 7:
+			a = 0x400000 + rnd(r, 0x100000);
+			break;
+		case 8:
+			a = k_text - 1;
+			break;
+		case 9:
+			a = k_etext;
+			break;
+		case 10:
+			a = k_end;
+			break;
+		case 11:
+			a = 0xffff888000000000UL + (rnext(r) & 0xfffffff000UL);
+			break;
+		case 12:
+			a = 0xffffffffc0000000UL + (rnext(r) & 0x3fffffff);
+			break;
+		case 13:
+			a = rnext(r);
+			break;
+		case 14: /* past a test function start */
+			a = safe[pick_safe(r, 1 + rnd(r, 2), false)].addr + 1 +
+			    rnd(r, 9);
+			break;
+		case 15: /* the last byte of a test function */
+			a = sym_next(safe[pick_safe(r, 1, false)].addr) - 1;
+			break;
+		case 16:
+			a = pick(r, P_VTEXT) + 1 + rnd(r, 9);
+			break;
+		case 17:
+			a = sym_next(pick(r, P_VTEXT)) - 1 - rnd(r, 4);
+			break;
+		case 18:
+			f = pick(r, P_MTEXT);
+			a = f + 1 + rnd(r, 16);
+			break;
+		case 19:
+		case 20: /* data, rodata */
+			a = pick(r, P_VDATA);
+			break;
+		case 21: /* per-cpu */
+			a = pick(r, P_VLOW);
+			break;
+		case 22:
+		case 23:
+			a = pick(r, P_MDATA);
+			break;
+		case 24: /* freed init */
+			a = pick(r, P_VINIT);
+			break;
+		case 25: /* BPF, ftrace */
+			a = pick(r, P_OTHER);
+			break;
+		case 26:
+			a = old ? safe[S_NOTRACE].addr : 0;
+			break;
+		case 27:
+			a = k_sdata - 1 - rnd(r, 8);
+			break;
+		case 28:
+			a = k_einittext + rnd(r, 64);
+			break;
+		default: /* vmlinux functions are no hooks */
+			a = hook ? pick(r, P_VTEXT) : 0;
+			break;
+		}
+		if (hook ? a && !maybe_function(a, true) :
+		    !maybe_function(a, false) || (old && a == safe[S_NOTRACE].addr))
+			return a;
 	}
+	return 0;
 }
 
-/* A function start kpatch may take: a test function or a real one. */
-static unsigned long function_addr(struct rng *r, bool old)
+/* A function kpatch may well take: a test function or a real one. */
+static unsigned long any_function(struct rng *r, bool old)
 {
 	switch (rnd(r, 4)) {
 	case 0:
-		return pool_pick(r, &p_vtext, k_text);
+		return pick(r, P_VTEXT);
 	case 1:
-		return pool_pick(r, &p_mtext, k_text);
+		return pick(r, P_MTEXT);
 	default:
-		return safe[pick_safe(r, 0, old)].addr;
+		return safe[pick_safe(r, 1 + chance(r, 20), old)].addr;
 	}
 }
-
-/* A token of any kind, for token soups and replacements. */
-static void put_token(struct rng *r, struct buf *b)
-{
-	static const char * const junk[] = {
-		"0x", "0X", "-1", "+1", "0x0x1", "x", "g", "-", "_", "ffff",
-		"0xffffffffffffffff", "10000000000000000", "patch", "replace",
-		"unpatch", BASE_NAME, "PATCH", "Unpatch", "%s", "%n", "\\",
-		"check", "=", "pre-patch=", "=0", "Check",
-		"\"", "'", "..", "/", "\x7f", "\xff", "\x80", "\r", "\v", "\f",
-	};
-	unsigned int i, n;
-
-	switch (rnd(r, 11)) {
-	case 0:
-		bputs(b, verbs[rnd(r, 3)]);
-		break;
-	case 1:
-		put_valid_name(r, b);
-		break;
-	case 10:
-		put_hook(r, b, chance(r, 50));
-		break;
-	case 2:
-		put_addr(r, b, function_addr(r, chance(r, 50)));
-		break;
-	case 3:
-		put_addr(r, b, boundary_addr(r));
-		break;
-	case 4:
-		bputs(b, junk[rnd(r, ARRAY_SIZE(junk))]);
-		break;
-	case 5:
-		n = 1 + rnd(r, 20);
-		for (i = 0; i < n; i++)
-			bputc(b, "0123456789abcdefABCDEFxX"[rnd(r, 24)]);
-		break;
-	case 6:
-		n = 1 + rnd(r, 12);
-		for (i = 0; i < n; i++)
-			bputc(b, 0x21 + rnd(r, 0x5e));
-		break;
-	case 7:
-		n = 1 + rnd(r, 6);
-		for (i = 0; i < n; i++)
-			bputc(b, 1 + rnd(r, 255));
-		break;
-	default:
-		put_addr(r, b, safe[pick_safe(r, 0, false)].addr);
-		break;
-	}
-}
-
-/* random bytes */
-static void gen_bytes(struct rng *r, struct buf *b)
-{
-	unsigned int len, i, kind = rnd(r, 4);
-
-	switch (rnd(r, 10)) {
-	case 0:
-		len = 0;
-		break;
-	case 1:
-	case 2:
-	case 3:
-	case 4:
-		len = 1 + rnd(r, 64);
-		break;
-	case 9:
-		len = 512 + rnd(r, CMD_MAX - 512 + 8);
-		break;
-	default:
-		len = 1 + rnd(r, 512);
-		break;
-	}
-	for (i = 0; i < len; i++) {
-		switch (kind) {
-		case 0:
-			bputc(b, rnd(r, 256));
-			break;
-		case 1:
-			bputc(b, 0x20 + rnd(r, 0x5f));
-			break;
-		case 2:
-			bputc(b, " \t0123456789abcdefx\n"[rnd(r, 20)]);
-			break;
-		default:
-			bputc(b, chance(r, 3) ? 0 : 1 + rnd(r, 255));
-			break;
-		}
-	}
-}
-
-/* token soups: grammar-aware random commands */
-static void gen_tokens(struct rng *r, struct buf *b)
-{
-	unsigned int n = 1 + rnd(r, chance(r, 80) ? 6 : 40), i;
-
-	if (chance(r, 10))
-		put_sep(r, b);
-	if (chance(r, 80)) {
-		bputs(b, verbs[rnd(r, 3)]);
-		n--;
-		put_sep(r, b);
-	}
-	for (i = 0; i < n; i++) {
-		put_token(r, b);
-		if (i + 1 < n)
-			put_sep(r, b);
-	}
-	if (chance(r, 10))
-		put_sep(r, b);
-	if (chance(r, 30))
-		bputc(b, '\n');
-	if (chance(r, 3))
-		bputc(b, '\0');
-}
-
-/* Pad the command in @b with blanks before its last token to @len. */
-static void pad_to(struct rng *r, struct buf *b, size_t len)
-{
-	size_t pos = b->len, n, i;
-
-	if (len <= b->len)
-		return;
-	if (pos && b->p[pos - 1] == '\n')
-		pos--;
-	while (pos && b->p[pos - 1] != ' ' && b->p[pos - 1] != '\t')
-		pos--;
-	n = len - b->len;
-	if (n > b->cap - b->len)
-		n = b->cap - b->len;
-	memmove(b->p + pos + n, b->p + pos, b->len - pos);
-	for (i = 0; i < n; i++)
-		b->p[pos + i] = chance(r, 80) ? ' ' : '\t';
-	b->len += n;
-}
-
-/* over-long writes, and long but valid ones */
-static void gen_long(struct rng *r, struct buf *b)
-{
-	static const unsigned int lens[] = {
-		CMD_MAX + 1, CMD_MAX + 2, CMD_MAX + 3, CMD_MAX + 64, 5000,
-		8191, 8192, 65536, 65537, BUF_MAX,
-	};
-	unsigned int len, i, n;
-	size_t at;
-
-	switch (rnd(r, 20)) {
-	case 0:		/* a valid command of 4095 to 4097 bytes */
-		gen_valid(r, b);
-		if (b->p[b->len - 1] == '\n')
-			b->len--;
-		pad_to(r, b, CMD_MAX - 1 + rnd(r, 3));
-		if (chance(r, 50))
-			bputc(b, '\n');
-		break;
-	case 1:		/* anything longer than 4096 bytes */
-	case 2:
-	case 3:
-	case 4:
-	case 5:
-		len = lens[rnd(r, ARRAY_SIZE(lens))];
-		if (chance(r, 50)) {
-			gen_valid(r, b);
-			pad_to(r, b, len);
-		} else {
-			for (i = 0; i < len; i++)
-				bputc(b, rnd(r, 256));
-		}
-		break;
-	case 6:		/* an address with thousands of digits */
-		bputs(b, chance(r, 80) ? "patch " : "replace ");
-		put_valid_name(r, b);
-		bputc(b, ' ');
-		at = b->len;
-		n = 17 + rnd(r, CMD_MAX - 40 - at);
-		for (i = 16; i < n; i++)
-			bputc(b, '0');
-		bprintf(b, "%016lx %016lx", safe[S_B].addr, safe[S_B1].addr);
-		if (chance(r, 30))
-			b->p[at] = '1';		/* now it overflows */
-		break;
-	case 7:		/* a name of thousands of characters */
-	case 8:
-		bputs(b, verbs[rnd(r, 3)]);
-		bputc(b, ' ');
-		put_name(r, b, 64 + rnd(r, 4000));
-		bprintf(b, " %016lx %016lx", safe[S_B].addr, safe[S_B1].addr);
-		if (b->len > CMD_MAX + 2)
-			b->len = CMD_MAX + rnd(r, 3);
-		break;
-	case 9:		/* thousands of tokens */
-	case 10:
-	case 11:
-		bputs(b, "patch ");
-		put_valid_name(r, b);
-		n = 100 + rnd(r, 1900);
-		for (i = 0; i < n; i++)
-			bputs(b, chance(r, 50) ? " 0" : " 1");
-		if (b->len > CMD_MAX)
-			b->len = CMD_MAX - rnd(r, 3);
-		break;
-	case 12:	/* blanks only */
-	case 13:
-		len = CMD_MAX - 1 + rnd(r, 3);
-		for (i = 0; i < len; i++)
-			bputc(b, chance(r, 50) ? ' ' : '\t');
-		break;
-	default:	/* several commands or lines in one write */
-		n = 2 + rnd(r, 30);
-		for (i = 0; i < n; i++) {
-			gen_valid(r, b);
-			if (b->p[b->len - 1] != '\n')
-				bputc(b, '\n');
-			if (chance(r, 20))
-				bputc(b, '\n');
-		}
-		break;
-	}
-}
-
-/* Token spans of @b (split on blanks and newlines): count, or -1. */
-static int token_spans(const struct buf *b, size_t *start, size_t *len,
-		       int max)
-{
-	size_t k = 0;
-	int n = 0;
-
-	while (k < b->len && n < max) {
-		if (strchr(" \t\n", b->p[k]) && b->p[k]) {
-			k++;
-			continue;
-		}
-		start[n] = k;
-		while (k < b->len && !(strchr(" \t\n", b->p[k]) && b->p[k]))
-			k++;
-		len[n] = k - start[n];
-		n++;
-	}
-	return n;
-}
-
-/* One mutation of @b. */
-static void mutate(struct rng *r, struct buf *b)
-{
-	static const unsigned char odd[] = {
-		0, '\n', '\t', ' ', 0xff, 0x80, 'x', 'X', 'g', '0', 'f', 'F',
-		'-', '_', '.', ':', '/', '\r', 0x7f, 'z', '1',
-	};
-	size_t start[64], len[64], pos = b->len ? rnd(r, b->len) : 0;
-	int nt = token_spans(b, start, len, 64), t, u;
-	unsigned char c, tmp[CMD_MAX];
-	struct buf t2;
-
-	switch (rnd(r, 15)) {
-	case 0:		/* truncate */
-		b->len = pos;
-		break;
-	case 1:		/* flip a bit */
-		if (b->len)
-			b->p[pos] ^= 1 << rnd(r, 8);
-		break;
-	case 2:		/* replace a byte */
-		if (b->len)
-			b->p[pos] = rnd(r, 256);
-		break;
-	case 3:
-		if (b->len)
-			b->p[pos] = odd[rnd(r, sizeof(odd))];
-		break;
-	case 4:		/* insert a byte */
-		c = chance(r, 50) ? odd[rnd(r, sizeof(odd))] : rnd(r, 256);
-		binsert(b, chance(r, 20) ? b->len : pos, &c, 1);
-		break;
-	case 5:		/* delete bytes */
-		bdelete(b, pos, 1 + (chance(r, 20) ? rnd(r, 8) : 0));
-		break;
-	case 6:		/* duplicate a slice */
-		if (b->len) {
-			size_t n = 1 + rnd(r, b->len - pos);
-
-			n = n > sizeof(tmp) ? sizeof(tmp) : n;
-			memcpy(tmp, b->p + pos, n);
-			binsert(b, rnd(r, b->len + 1), tmp, n);
-		}
-		break;
-	case 7:		/* swap two tokens */
-		if (nt >= 2) {
-			t = rnd(r, nt);
-			u = rnd(r, nt);
-			if (t > u) {
-				int x = t;
-
-				t = u;
-				u = x;
-			}
-			if (t != u && len[t] + len[u] <= sizeof(tmp)) {
-				size_t lu = len[u], lt = len[t];
-
-				memcpy(tmp, b->p + start[u], lu);
-				memcpy(tmp + lu, b->p + start[t], lt);
-				bdelete(b, start[u], lu);
-				binsert(b, start[u], tmp + lu, lt);
-				bdelete(b, start[t], lt);
-				binsert(b, start[t], tmp, lu);
-			}
-		}
-		break;
-	case 8:		/* drop a token */
-		if (nt) {
-			t = rnd(r, nt);
-			bdelete(b, start[t], len[t]);
-		}
-		break;
-	case 9:		/* repeat a token */
-		t = nt ? rnd(r, nt) : 0;
-		if (nt && len[t] < sizeof(tmp) - 1) {
-			tmp[0] = ' ';
-			memcpy(tmp + 1, b->p + start[t], len[t]);
-			binsert(b, start[t] + len[t], tmp, len[t] + 1);
-		}
-		break;
-	case 10:	/* change the case of a token */
-		if (nt) {
-			size_t i;
-
-			t = rnd(r, nt);
-			for (i = start[t]; i < start[t] + len[t]; i++)
-				b->p[i] = isupper(b->p[i]) ? tolower(b->p[i]) :
-					  toupper(b->p[i]);
-		}
-		break;
-	case 11:	/* replace a token */
-		if (nt) {
-			t = rnd(r, nt);
-			binit(&t2, 256);
-			put_token(r, &t2);
-			bdelete(b, start[t], len[t]);
-			binsert(b, start[t], t2.p, t2.len);
-			free(t2.p);
-		}
-		break;
-	case 12:	/* one hex digit up or down */
-		if (nt > 2) {
-			t = 2 + rnd(r, nt - 2);
-			pos = start[t] + rnd(r, len[t]);
-			if (hexval(b->p[pos]) >= 0)
-				b->p[pos] += chance(r, 50) ? 1 : -1;
-		}
-		break;
-	case 13:	/* append something */
-		switch (rnd(r, 5)) {
-		case 0:
-			bputc(b, '\0');
-			break;
-		case 1:
-			bputs(b, "\n\n");
-			break;
-		case 2:
-			bputs(b, " 0");
-			break;
-		case 3:
-			bputc(b, ' ');
-			put_token(r, b);
-			break;
-		default:
-			bputs(b, "\t\n");
-			break;
-		}
-		break;
-	default:	/* add a pair of anything */
-		bputc(b, ' ');
-		put_addr(r, b, chance(r, 50) ? function_addr(r, true) :
-			 boundary_addr(r));
-		bputc(b, ' ');
-		put_addr(r, b, chance(r, 50) ? function_addr(r, false) :
-			 boundary_addr(r));
-		break;
-	}
-}
-
-static void judge(const struct buf *b, struct judgement *j);
 
 /*
- * truncated and mutated valid commands; most mutations that leave the
- * command valid are followed by another one
+ * Something one address points to is wrong: a bad address as an old, a
+ * new function or a hook; the same old twice; a function both old and
+ * new; a chain with "base".  -EINVAL, or -EEXIST for the name "base".
  */
-static void gen_mutate(struct rng *r, struct buf *b)
+static int gen_addr(struct rng *r, struct tcase *t)
 {
-	static struct judgement j;
-	unsigned int n = 1 + (chance(r, 30) ? rnd(r, 4) : 0), more = 0;
+	struct cmd *c = &t->c;
+	unsigned int i, n, extra = chance(r, 30) ? 1 + rnd(r, 6) : 0;
+	int h;
 
-	gen_valid(r, b);
-	while (n--) {
-		mutate(r, b);
-		if (!n && more++ < 4 && chance(r, 90)) {
-			judge(b, &j);
-			if (j.allowed == M_OK)
-				n++;
-		}
+	do
+		valid_cmd(r, c, true);
+	while (c->verb == V_UNPATCH);
+	for (i = 0; i < extra && c->npairs < MAX_PAIRS; i++) {
+		c->old[c->npairs] = any_function(r, true);
+		c->new[c->npairs++] = any_function(r, false);
 	}
-}
-
-/* boundary addresses as old and new functions */
-static void gen_addr(struct rng *r, struct buf *b)
-{
-	unsigned int n = chance(r, 75) ? 1 : 2 + rnd(r, 3), i;
-
-	bputs(b, chance(r, 85) ? "patch" : "replace");
-	put_sep(r, b);
-	if (chance(r, 3))
-		bputs(b, BASE_NAME);
-	else
-		put_valid_name(r, b);
-	for (i = 0; i < n; i++) {
-		unsigned long o, w;
-
-		switch (rnd(r, 21) / 4) {
-		case 0:
-			o = boundary_addr(r);
-			w = safe[pick_safe(r, 0, false)].addr;
-			break;
-		case 1:
-			o = safe[pick_safe(r, 0, true)].addr;
-			w = boundary_addr(r);
-			break;
-		case 2:		/* a real kernel function and a bad new one */
-			o = function_addr(r, true);
-			w = boundary_addr(r);
-			break;
-		case 3:
-			o = boundary_addr(r);
-			w = boundary_addr(r);
-			break;
-		case 4:
-			o = boundary_addr(r);
-			w = function_addr(r, false);
-			break;
-		default:	/* a test pair, valid or not */
-			o = safe[pick_safe(r, 0, chance(r, 90))].addr;
-			w = safe[pick_safe(r, 0, false)].addr;
-			break;
-		}
-		put_sep(r, b);
-		put_addr(r, b, o);
-		put_sep(r, b);
-		put_addr(r, b, w);
-	}
-	if (chance(r, 30))
-		bputc(b, '\n');
-}
-
-/* names at and past the length limit, and with bad bytes */
-static void gen_name(struct rng *r, struct buf *b)
-{
-	static const unsigned int lens[] = {
-		1, 2, NAME_LEN_MAX - 1, NAME_LEN_MAX, NAME_LEN_MAX, 64, 64, 65,
-		127, 128, 255, 256, 1000,
-	};
-	static const unsigned char bad[] = {
-		'.', '/', ':', '%', '\\', '!', '"', '#', '$', '&', '\'', '(',
-		')', '*', '+', ',', ';', '<', '=', '>', '?', '@', '[', ']',
-		'^', '`', '{', '|', '}', '~', 0x7f, 0x80, 0xe9, 0xff, 0x01,
-		0x1b, '\r', '\v', '\f', 0,
-	};
-	unsigned long old[4], new[4];
-	unsigned int len = lens[rnd(r, ARRAY_SIZE(lens))], verb, n, i;
-	size_t at;
-
-	verb = rnd(r, 10) < 6 ? V_PATCH : chance(r, 50) ? V_REPLACE : V_UNPATCH;
-	bputs(b, verbs[verb]);
-	put_sep(r, b);
-	at = b->len;
+	n = rnd(r, c->npairs);
 	switch (rnd(r, 8)) {
-	case 0:
-		bputs(b, BASE_NAME);
+	case 0: case 1: case 2:
+		c->old[n] = bad_addr(r, false, true);
 		break;
-	case 1:
-		bputs(b, verbs[rnd(r, 3)]);
-		break;
-	case 2:
-		put_name(r, b, len);
-		break;
-	default:	/* with bad bytes */
-		put_name(r, b, len);
-		for (n = 1 + (chance(r, 20) ? rnd(r, 4) : 0); n; n--)
-			b->p[at + rnd(r, len)] = bad[rnd(r, sizeof(bad))];
-		break;
-	}
-	if (verb != V_UNPATCH || chance(r, 10)) {
-		n = chance(r, 15) ?
-		    pick_valid_pairs(r, verb == V_REPLACE, old, new, 1) : 0;
-		for (i = 0; i < n; i++) {
-			put_sep(r, b);
-			put_addr(r, b, old[i]);
-			put_sep(r, b);
-			put_addr(r, b, new[i]);
-		}
-		if (!n) {
-			put_sep(r, b);
-			put_token(r, b);
-		}
-	}
-	if (chance(r, 30))
-		bputc(b, '\n');
-}
-
-/* many pairs */
-static void gen_pairs(struct rng *r, struct buf *b)
-{
-	unsigned int n = 2 + rnd(r, chance(r, 50) ? 10 : 110), i, special;
-	unsigned int kind = rnd(r, 21) / 4, verb = chance(r, 80) ? V_PATCH : V_REPLACE;
-	unsigned long old[4], new[4], o, w, o0 = 0;
-
-	bputs(b, verbs[verb]);
-	put_sep(r, b);
-	put_valid_name(r, b);
-	if (kind == 5) {	/* a valid command of several pairs */
-		n = pick_valid_pairs(r, verb == V_REPLACE, old, new,
-				     2 + rnd(r, 3));
-		for (i = 0; i < n; i++)
-			bprintf(b, " %016lx %016lx", old[i], new[i]);
-		return;
-	}
-	/*
-	 * Old functions from modules (each one pins its module) and the
-	 * kernel, new ones from the test modules, and one thing wrong.
-	 */
-	special = 1 + rnd(r, n - 1);
-	for (i = 0; i < n && b->len < CMD_MAX - 80; i++) {
-		o = chance(r, 50) ? pool_pick(r, &p_mtext, k_text) :
-				    function_addr(r, true);
-		w = safe[pick_safe(r, 0, false)].addr;
-		if (!i)
-			o0 = o;
-		if (i == special) {
-			if (kind == 0)		/* a bad pair */
-				w = boundary_addr(r);
-			else if (kind == 1)	/* the same old twice */
-				o = o0;
-			else if (kind == 2)	/* a new that is an old */
-				w = o0;
-		}
-		bputc(b, ' ');
-		put_addr(r, b, o);
-		bputc(b, ' ');
-		put_addr(r, b, w);
-	}
-	if (kind == 3)		/* an odd number of addresses */
-		bprintf(b, " %016lx", safe[S_B].addr);
-	if (kind == 4)		/* a chain with "base" */
-		bprintf(b, " %016lx %016lx", safe[S_A1].addr, safe[S_A2].addr);
-}
-
-/* verbs and unpatch */
-static void gen_verb(struct rng *r, struct buf *b)
-{
-	static const char * const bad[] = {
-		"", "patc", "patchh", "Patch", "PATCH", "unpatc", "un", "re",
-		"replac", "replaces", "REPLACE", "unpatch-", "-patch", "patch:",
-		"patch\x01", "patch\r", "\xffpatch", "pa tch",
-	};
-	unsigned int c = rnd(r, 24);
-
-	switch (c ? 1 + c % 11 : 0) {
-	case 0:		/* unpatch base, valid */
-		if (chance(r, 30))
-			put_sep(r, b);
-		bputs(b, "unpatch");
-		put_sep(r, b);
-		bputs(b, BASE_NAME);
-		if (chance(r, 30))
-			put_sep(r, b);
-		break;
-	case 1:		/* unpatch of an unknown name */
-	case 2:
-		bputs(b, "unpatch");
-		put_sep(r, b);
-		put_valid_name(r, b);
-		break;
-	case 3:		/* unpatch with a word too many or too few */
-	case 4:
-		bputs(b, "unpatch");
-		if (chance(r, 70)) {
-			put_sep(r, b);
-			bputs(b, chance(r, 50) ? BASE_NAME : "x");
-			put_sep(r, b);
-			put_token(r, b);
-		}
-		break;
-	case 5:		/* a verb alone */
-	case 6:
-		bputs(b, verbs[rnd(r, 3)]);
-		if (chance(r, 50))
-			put_sep(r, b);
-		break;
-	default:	/* a bad verb with good arguments */
-		bputs(b, bad[rnd(r, ARRAY_SIZE(bad))]);
-		put_sep(r, b);
-		put_valid_name(r, b);
-		bprintf(b, " %016lx %016lx", safe[S_B].addr, safe[S_B1].addr);
-		break;
-	}
-	if (chance(r, 30))
-		bputc(b, '\n');
-}
-
-/*
- * One hook word.  @valid: a hook of kpatch_test_shadow in a slot where the
- * model accepts it (nop anywhere, veto in a patch slot); else anything,
- * mostly hostile: an unknown hook name, a bad or missing ADDR, '=' at the
- * edges, an address in vmlinux, in data, past a function start, of another
- * module's function (may be accepted: only in a dry run then), of the
- * going module.
- */
-static void put_hook(struct rng *r, struct buf *b, bool valid)
-{
-	static const char * const bad_names[] = {
-		"", "pre", "patch", "pre_patch", "prepatch", "Pre-patch",
-		"PRE-PATCH", "pre-patch-", "-pre-patch", "post-patched",
-		"stop", "undo", "check", "pre-unpatc", "undo-unpatch2",
-		"stop-patch\x01", "post\xffpatch", "pre--patch", "base",
-	};
-	static const char * const junk[] = {
-		"pre-patch=", "=", "==", "=abc", "=0", "pre-patch==1",
-		"pre-patch=0", "pre-patch=0x", "pre-patch=x1", "post-patch=-1",
-		"stop-patch=0x0x1", "undo-patch=g", "pre-patch= ",
-		"post-unpatch=10000000000000000", "stop-unpatch=+1",
-		"pre-unpatch=0xffffffffffffffff=", "=pre-patch",
-	};
-	unsigned int h = rnd(r, NR_HOOKS), k = valid ? 0 : rnd(r, 12);
-	unsigned long a = hookfn[H_NOP].addr;
-
-	if (k < 4 && h % 4 < 2 && chance(r, 30) &&
-	    (h < HOOK_PRE_UNPATCH || !valid))
-		a = hookfn[H_VETO].addr;
-	switch (k) {
-	case 4:		/* vmlinux text */
-		a = pool_pick(r, &p_vtext, k_text);
+	case 3: case 4:
+		c->new[n] = bad_addr(r, false, false);
 		break;
 	case 5:
-		a = boundary_addr(r);
+		h = rnd(r, NR_HOOKS);
+		c->hook[h] = bad_addr(r, true, false);
+		c->hook_pos[h] = rnd(r, c->npairs + 1);
+		if (!c->hook[h])
+			return REDRAW;
 		break;
-	case 6:		/* another module's function */
-		a = function_addr(r, false);
+	case 6:		/* the same old twice, or a new that is an old */
+		c->old[c->npairs] = chance(r, 50) ? c->old[n] : any_function(r, true);
+		c->new[c->npairs] = chance(r, 50) ? c->old[n] : any_function(r, false);
+		if (c->new[c->npairs] != c->old[n])
+			c->old[c->npairs] = c->old[n];
+		c->npairs++;
 		break;
-	case 7:		/* an unknown hook name */
-		bprintf(b, "%s=", bad_names[rnd(r, ARRAY_SIZE(bad_names))]);
-		put_addr(r, b, a);
-		return;
-	case 8:
-		bputs(b, junk[rnd(r, ARRAY_SIZE(junk))]);
-		return;
-	case 9:		/* a test function (returns a value, not 0) */
-		a = safe[pick_safe(r, 0, false)].addr;
-		break;
-	case 10:	/* past the start of a hook */
-		a += 1 + rnd(r, 8);
-		break;
-	case 11:	/* the going module's function, or its data */
-		a = safe[S_GOING].addr ? safe[S_GOING].addr : k_end;
+	default:	/* a chain with "base" */
+		if (c->verb == V_REPLACE)
+			return REDRAW;
+		if (chance(r, 50))
+			c->old[n] = safe[S_A1].addr;
+		else
+			c->new[n] = safe[S_A].addr;
 		break;
 	}
-	bprintf(b, "%s=", hook_names[h]);
-	put_addr(r, b, a);
+	if (chance(r, 10))
+		memcpy(c->name, BASE, c->name_len = 4);
+	set_cmd(r, t, true);
+	return verdict_of(c) == OK ? -EINVAL : -EEXIST;
+}
+
+/* A name past the limit or with a bad byte; or one exactly at it. */
+static int gen_name(struct rng *r, struct tcase *t)
+{
+	static const char bad[] = "!\"#$%&'()*+,./:;<=>?@[\\]^`{|}~\x01\x7f\x80\xff\xc3";
+	struct cmd *c = &t->c;
+	unsigned int i;
+
+	valid_cmd(r, c, true);
+	if (chance(r, 15)) {
+		c->name_len = NAME_MAX_LEN;
+		for (i = 0; i < NAME_MAX_LEN; i++)
+			c->name[i] = name_chars[rnd(r, sizeof(name_chars) - 1)];
+		set_cmd(r, t, true);
+		return verdict_of(c);
+	}
+	if (chance(r, 40)) {
+		c->name_len = NAME_MAX_LEN + 1 + (chance(r, 50) ? 0 : rnd(r, 190));
+		for (i = 0; i < c->name_len; i++)
+			c->name[i] = name_chars[rnd(r, sizeof(name_chars) - 1)];
+	} else {
+		c->name[rnd(r, c->name_len)] = bad[rnd(r, sizeof(bad) - 1)];
+	}
+	set_cmd(r, t, true);
+	t->check_line[0] = '\0';
+	return -EINVAL;
+}
+
+/* Hook words wrong in themselves, or in an unpatch. */
+static int gen_hook(struct rng *r, struct tcase *t)
+{
+	static const char * const words[] = {
+		"pre_patch=%lx", "PRE-PATCH=%lx", "pre-=%lx", "=%lx", "=",
+		"prepatch=%lx", "post-patchx=%lx", "pre-patch=", "pre-patch==1",
+		"pre-patch=0", "stop-unpatch=0x", "undo-patch=xyz",
+		"post-unpatch=%lx=", "pre-patch=-%lx", "hook=%lx",
+		"post-patch=0x0", "pre-unpatch= ",
+	};
+	struct cmd *c = &t->c;
+	struct buf *b = &t->b;
+	char w[128];
+	size_t pos;
+	int h;
+
+	valid_cmd(r, c, true);
+	if (chance(r, 25)) {	/* the same hook twice */
+		if (c->verb == V_UNPATCH)
+			return REDRAW;
+		h = rnd(r, NR_HOOKS);
+		c->hook[h] = hookfn[0];
+		c->hook_pos[h] = rnd(r, c->npairs + 1);
+		set_cmd(r, t, true);
+		snprintf(w, sizeof(w), " %s=%lx", hook_names[h], hookfn[0]);
+	} else {
+		set_cmd(r, t, true);
+		snprintf(w, sizeof(w), " ");
+		snprintf(w + 1, sizeof(w) - 1,
+			 words[rnd(r, ARRAY_SIZE(words))], hookfn[rnd(r, 2)]);
+		if (c->verb == V_UNPATCH && chance(r, 50))
+			snprintf(w, sizeof(w), " %s=%lx",
+				 hook_names[rnd(r, NR_HOOKS)], hookfn[0]);
+		w[strcspn(w + 1, " ") + 1] = '\0';
+	}
+	/* after the name, anywhere */
+	pos = t->wend[c->check ? 2 : 1];
+	if (chance(r, 50))
+		pos = t->wend[t->nwords - 1];
+	binsert(b, pos, w, strlen(w));
+	return -EINVAL;
+}
+
+/* Pairs: none, an odd number, many (up to the length limit). */
+static int gen_pairs(struct rng *r, struct tcase *t)
+{
+	struct cmd *c = &t->c;
+	unsigned int i, n;
+	unsigned long a;
+	char w[32];
+
+	do
+		valid_cmd(r, c, true);
+	while (c->verb == V_UNPATCH);
+	switch (rnd(r, 4)) {
+	case 0:		/* hooks and no pair, or one address */
+		if (chance(r, 50))
+			c->hook[3] = hookfn[0];
+		c->hook_pos[3] = 0;
+		c->npairs = 0;
+		set_cmd(r, t, true);
+		if (chance(r, 50))
+			return -EINVAL;
+		a = safe[S_B].addr;
+		break;
+	case 1:		/* an odd number */
+		set_cmd(r, t, true);
+		a = any_function(r, chance(r, 50));
+		break;
+	default:	/* many pairs, one of them bad */
+		n = 20 + rnd(r, 220);
+		for (i = c->npairs; i < n; i++) {
+			c->old[i] = any_function(r, true);
+			c->new[i] = any_function(r, false);
+		}
+		c->npairs = n;
+		c->old[rnd(r, n)] = bad_addr(r, false, true);
+		set_cmd(r, t, true);
+		if (t->b.len > CMD_MAX)
+			t->check_line[0] = '\0';
+		return -EINVAL;
+	}
+	snprintf(w, sizeof(w), "\t%lx", a);
+	binsert(&t->b, t->wend[t->nwords - 1], w, strlen(w));
+	use_addr(t, a);
+	return -EINVAL;
+}
+
+/* "check" without patch, replace or unpatch after it. */
+static int gen_check(struct rng *r, struct tcase *t)
+{
+	static const char * const w[] = {
+		"check", "check ", "check\t\n", "check check patch %s %lx %lx",
+		"check PATCH %s %lx %lx", "check patc %s", "check unpatch",
+		"check replace", "check  patch", "check %s %lx %lx",
+		"check check", "CHECK patch %s %lx %lx", "check\tunpatches %s",
+	};
+
+	valid_cmd(r, &t->c, false);
+	t->c.name[t->c.name_len] = '\0';
+	t->b.len = 0;
+	bprintf(&t->b, w[rnd(r, ARRAY_SIZE(w))], t->c.name,
+		safe[S_B].addr, safe[S_B1].addr);
+	return -EINVAL;
+}
+
+/* A valid command padded to the limit (same result), or past it. */
+static int gen_long(struct rng *r, struct tcase *t)
+{
+	struct buf *b = &t->b;
+	int want = gen_valid(r, t);
+	size_t len = CMD_MAX, nl = b->len && b->p[b->len - 1] == '\n';
+	unsigned int i;
+
+	if (chance(r, 60)) {
+		want = -EINVAL;
+		len = chance(r, 50) ? CMD_MAX + 1 : CMD_MAX + 1 + rnd(r, BUF_MAX - CMD_MAX);
+		t->check_line[0] = '\0';
+	} else if (chance(r, 50)) {
+		len -= rnd(r, 100);
+	}
+	b->len -= nl;
+	if (chance(r, 20) && want == -EINVAL) {	/* one huge word */
+		bputc(b, ' ');
+		while (b->len < len)
+			bputc(b, "0123456789abcdef"[rnd(r, 16)]);
+	}
+	for (i = 0; b->len + nl < len; i++)
+		bputc(b, chance(r, 80) ? ' ' : '\t');
+	if (nl)
+		bputc(b, '\n');
+	return want;
 }
 
 /*
- * patch/replace (sometimes as a dry run) with hook words anywhere after
- * NAME: valid ones, the same hook twice, hostile ones
+ * Change one valid command in a way that makes it -EINVAL: a NUL or an
+ * inner newline anywhere, a byte of the verb, a bad byte in the name or
+ * an address, a word dropped or repeated; or cut it short.
  */
-static void gen_hook(struct rng *r, struct buf *b)
+static int gen_mutate(struct rng *r, struct tcase *t)
 {
-	unsigned long old[4], new[4];
-	unsigned int n, nh = 1 + rnd(r, 4), i, verb;
-	char words[4][80];
-	struct buf w;
-	bool twice = chance(r, 10);
+	static const char junk[] = "gGxz-+=.:/\\!\x01\x7f\x80\xff";
+	struct buf *b = &t->b;
+	struct cmd *c = &t->c;
+	unsigned int w, k;
+	size_t pos;
+	char ch;
 
-	if (chance(r, 25))
-		bputs(b, "check ");
-	verb = chance(r, 20) ? V_REPLACE : V_PATCH;
-	bputs(b, verbs[verb]);
-	put_sep(r, b);
-	if (chance(r, 4))
-		bputs(b, BASE_NAME);
-	else
-		put_valid_name(r, b);
-	n = pick_valid_pairs(r, verb == V_REPLACE, old, new,
-			     1 + (chance(r, 20) ? 1 : 0));
-	if (chance(r, 3))
-		n = 0;		/* hooks only */
-	for (i = 0; i < nh; i++) {
-		if (twice && i) {	/* the same hook again */
-			strcpy(words[i], words[0]);
-			continue;
+	valid_cmd(r, c, true);
+	set_cmd(r, t, true);
+	w = rnd(r, t->nwords);
+	pos = t->wstart[w] + rnd(r, t->wend[w] - t->wstart[w]);
+	switch (rnd(r, 7)) {
+	case 0:
+		binsert(b, rnd(r, b->len + 1), "", 1);
+		t->check_line[0] = '\0';
+		return -EINVAL;
+	case 1:
+		binsert(b, rnd(r, b->len), "\n", 1);
+		t->check_line[0] = '\0';
+		return -EINVAL;
+	case 2:		/* a byte of a word */
+		if (t->wkind[w] == W_HOOK) {
+			pos = t->wstart[w] + strcspn((char *)b->p + t->wstart[w], "=");
+			pos += 1 + rnd(r, t->wend[w] - pos - 1);
 		}
-		w.p = (unsigned char *)words[i];
-		w.len = 0;
-		w.cap = sizeof(words[i]) - 1;
-		put_hook(r, &w, chance(r, 60));
-		bstr(&w);
-	}
-	/* The hooks at random places among the address words. */
-	for (i = 0; i < 2 * n || nh; ) {
-		put_sep(r, b);
-		if (nh && (i == 2 * n || chance(r, 35))) {
-			bputs(b, words[--nh]);
-			continue;
+		ch = junk[rnd(r, sizeof(junk) - 1)];
+		if (t->wkind[w] <= W_NAME && strchr("gGxz-", ch))
+			ch = '.';	/* no name or verb byte */
+		if (ch == 'x' && pos > t->wstart[w] && b->p[pos - 1] == '0')
+			ch = 'g';
+		if (ch == b->p[pos])
+			return REDRAW;
+		b->p[pos] = ch;
+		if (t->wkind[w] <= W_NAME)
+			t->check_line[0] = '\0';
+		return -EINVAL;
+	case 3:		/* a word dropped: the pairs become odd */
+		if (t->wkind[w] == W_HOOK || t->wkind[w] == W_CHECK ||
+		    (t->wkind[w] == W_NAME && c->verb != V_UNPATCH &&
+		     c->npairs < 1))
+			return REDRAW;
+		memmove(b->p + t->wstart[w], b->p + t->wend[w], b->len - t->wend[w]);
+		b->len -= t->wend[w] - t->wstart[w];
+		if (t->wkind[w] <= W_NAME)
+			t->check_line[0] = '\0';
+		return -EINVAL;
+	case 4:		/* a word repeated */
+		if (t->wkind[w] == W_VERB || t->wkind[w] == W_CHECK)
+			return REDRAW;
+		binsert(b, t->wend[w], b->p + t->wstart[w], t->wend[w] - t->wstart[w]);
+		binsert(b, t->wend[w], " ", 1);
+		return -EINVAL;
+	default:	/* cut short */
+		b->len = pos;
+		if (!pos)
+			return -EINVAL;
+		for (k = 0; k < t->nwords && t->wstart[k] < pos; k++)
+			;
+		/* words kept: k, the last one cut if it ends past pos */
+		if (!k || t->wkind[k - 1] <= W_VERB)
+			t->check_line[0] = '\0';
+		if (t->wkind[k - 1] == W_NAME && t->wend[k - 1] > pos) {
+			/* a shorter name: no such patch, or no pairs */
+			if (t->check_line[0])
+				snprintf(t->check_line, sizeof(t->check_line),
+					 "%s %.*s", verbs[c->verb],
+					 (int)(pos - t->wstart[k - 1]),
+					 b->p + t->wstart[k - 1]);
+			return c->verb == V_UNPATCH ? -ENOENT : -EINVAL;
 		}
-		put_addr(r, b, i % 2 ? new[i / 2] : old[i / 2]);
-		i++;
+		if (t->wkind[k - 1] == W_NAME && c->verb == V_UNPATCH)
+			return REDRAW;	/* the whole command */
+		if (t->wend[k - 1] <= pos) {
+			unsigned int naddr = 0, i;
+
+			for (i = 0; i < k; i++)
+				naddr += t->wkind[i] == W_ADDR;
+			if (naddr >= 2 && naddr % 2 == 0)
+				return REDRAW;	/* a valid command again */
+		}
+		return -EINVAL;
 	}
-	if (chance(r, 30))
-		bputc(b, '\n');
 }
 
-/* check: its modes, and dry runs of every kind of command */
-static void gen_check(struct rng *r, struct buf *b)
+/*
+ * Random bytes or a soup of words, judged by a few rules: a NUL or an
+ * inner newline, a first word that is no verb, or a verb and a valid name
+ * followed by a word that no address or hook can be (for unpatch, any
+ * word after the name): -EINVAL.  Anything else is drawn again.
+ */
+static int judge_soup(struct tcase *t)
 {
-	static const char * const bad_modes[] = {
-		"", "check", "Patch", "unpatchx", "patch\x01", "PATCH",
-		"replac", "base", "=", "pre-patch=1",
+	char *s = bstr(&t->b), *w[3];
+	size_t n = t->b.len, i, nw = 0;
+	bool chk;
+	char *p, *save = NULL;
+
+	if (n && s[n - 1] == '\n')
+		n--;
+	if (memchr(s, '\0', t->b.len) || memchr(s, '\n', n))
+		return -EINVAL;
+	s = strndup(s, n);
+	for (p = strtok_r(s, " \t", &save); p && nw < 3; p = strtok_r(NULL, " \t", &save))
+		w[nw++] = p;
+	chk = nw && !strcmp(w[0], "check");
+	i = chk;
+	if (nw <= i || (strcmp(w[i], "patch") && strcmp(w[i], "replace") &&
+			strcmp(w[i], "unpatch"))) {
+		free(s);
+		return -EINVAL;
+	}
+	free(s);
+	return REDRAW;
+}
+
+static int gen_bytes(struct rng *r, struct tcase *t)
+{
+	static const char alpha[] = " \t\n=x0123456789abcdefpatchreplaceunpatch";
+	unsigned int n = rnd(r, 300), i, mode = rnd(r, 3);
+
+	t->b.len = 0;
+	for (i = 0; i < n; i++)
+		bputc(&t->b, mode ? alpha[rnd(r, sizeof(alpha) - 1)] : rnd(r, 256));
+	if (chance(r, 20)) {
+		const char *v = chance(r, 50) ? "check patch" : "patch";
+
+		binsert(&t->b, 0, v, strlen(v));
+	}
+	return judge_soup(t);
+}
+
+static void put_fn(struct rng *r, struct tcase *t)
+{
+	unsigned long a = any_function(r, chance(r, 50));
+
+	put_addr(r, &t->b, a);
+	use_addr(t, a);
+}
+
+/*
+ * A verb, a valid name and words among which one no address or hook can
+ * be: -EINVAL (every hook word here is refused or valid, every address
+ * word is checked after them).  Or a soup, judged as random bytes are.
+ */
+static int gen_tokens(struct rng *r, struct tcase *t)
+{
+	static const char * const vocab[] = {
+		"patch", "replace", "unpatch", "check", BASE, "fix1", "=",
+		"pre-patch=", "0x", "0", "-1", "ffffffffffffffffff", "PATCH",
+		"\xff", "0x0x1", "zz", "pre-patch=1",
 	};
+	struct cmd *c = &t->c;
+	unsigned int n = 1 + rnd(r, 12), i;
 
-	switch (rnd(r, 12)) {
-	case 0:		/* a bad mode, or none */
-		bputs(b, "check");
-		if (chance(r, 80)) {
-			put_sep(r, b);
-			bputs(b, bad_modes[rnd(r, ARRAY_SIZE(bad_modes))]);
+	t->b.len = 0;
+	if (chance(r, 40)) {	/* a verb, a name, then one word that is nothing */
+		valid_cmd(r, c, false);
+		bprintf(&t->b, "%s%s %.*s", chance(r, 20) ? "check " : "",
+			verbs[rnd(r, 3)], (int)c->name_len, c->name);
+		n++;
+		for (i = 0; i < n; i++) {
+			put_sep(r, &t->b);
+			if (i == n / 2)
+				bprintf(&t->b, "%s", vocab[15 - 2 * rnd(r, 2)]);
+			else if (chance(r, 50))
+				put_fn(r, t);
+			else
+				bprintf(&t->b, "%s", vocab[rnd(r, ARRAY_SIZE(vocab))]);
 		}
-		if (chance(r, 50)) {
-			put_sep(r, b);
-			put_valid_name(r, b);
-			bprintf(b, " %016lx %016lx", safe[S_B].addr,
-				safe[S_B1].addr);
+		t->c.check = !memcmp(t->b.p, "check ", 6);
+		if (t->c.check) {
+			size_t vl = strcspn((char *)t->b.p + 6, " ");
+
+			snprintf(t->check_line, sizeof(t->check_line), "%.*s %.*s",
+				 (int)vl, t->b.p + 6, (int)c->name_len, c->name);
 		}
-		break;
-	case 1:		/* check unpatch: base, unknown, words too many */
-		bputs(b, "check unpatch");
-		put_sep(r, b);
-		if (chance(r, 50))
-			bputs(b, BASE_NAME);
-		else
-			put_valid_name(r, b);
-		if (chance(r, 30)) {
-			put_sep(r, b);
-			put_token(r, b);
-		}
-		break;
-	case 2:
-	case 3:
-	case 4:
-		bputs(b, "check ");
-		gen_addr(r, b);
-		break;
-	case 5:		/* any kernel or module functions: kpatch decides */
-	case 6:
-		bprintf(b, "check %s f%u", chance(r, 80) ? "patch" : "replace",
-			rnd(r, 1000));
-		put_sep(r, b);
-		put_addr(r, b, function_addr(r, true));
-		put_sep(r, b);
-		put_addr(r, b, function_addr(r, false));
-		if (chance(r, 30)) {
-			put_sep(r, b);
-			put_hook(r, b, false);
-		}
-		break;
-	case 7:
-		bputs(b, "check ");
-		gen_pairs(r, b);
-		break;
-	default:
-		bputs(b, "check ");
-		gen_valid(r, b);
-		break;
+		return -EINVAL;
 	}
+	for (i = 0; i < n; i++) {
+		if (i)
+			put_sep(r, &t->b);
+		if (chance(r, 20))
+			put_fn(r, t);
+		else
+			bprintf(&t->b, "%s", vocab[rnd(r, ARRAY_SIZE(vocab))]);
+	}
+	return judge_soup(t);
 }
 
-static unsigned long long seed = 1;
+static const struct gen {
+	const char *name;
+	int (*fn)(struct rng *r, struct tcase *t);
+	unsigned int weight;
+} gens[] = {
+	{ "bytes", gen_bytes, 8 }, { "tokens", gen_tokens, 8 },
+	{ "long", gen_long, 4 }, { "mutate", gen_mutate, 16 },
+	{ "addr", gen_addr, 14 }, { "name", gen_name, 8 },
+	{ "pairs", gen_pairs, 6 }, { "hook", gen_hook, 10 },
+	{ "check", gen_check, 3 }, { "exist", gen_exist, 8 },
+	{ "veto", gen_veto, 4 }, { "valid", gen_valid, 11 },
+};
 
-/* Make case @index, generation @attempt, of the main run; its category. */
-static int gen_case(unsigned long long index, unsigned int attempt,
-		    struct buf *b)
+enum { G_NOCAP = ARRAY_SIZE(gens), G_FAULT, G_GOING, G_GONE, G_COUNT };
+static const char * const extra_names[] = { "nocap", "fault", "going", "gone" };
+
+static const char *gen_name_of(int g)
 {
-	unsigned int w = 0, total = 0, c;
-	struct rng r;
+	return g < G_NOCAP ? gens[g].name : extra_names[g - G_NOCAP];
+}
 
-	rng_init(&r, seed, 1, index, attempt);
-	b->len = 0;
-	for (c = 0; c < C_NOCAP; c++)
-		total += cat_weight[c];
+/* Case @index, draw @attempt; its generator, or -1 to draw again. */
+static int make_case(unsigned long long index, unsigned int attempt,
+		     struct tcase *t)
+{
+	unsigned int total = 0, w, g, i;
+	struct rng r;
+	char *s;
+
+	for (g = 0; g < G_NOCAP; g++)
+		total += gens[g].weight;
+	rng_init(&r, 1, index, attempt);
 	w = rnd(&r, total);
-	for (c = 0; c < C_NOCAP - 1 && w >= cat_weight[c]; c++)
-		w -= cat_weight[c];
-	switch (c) {
-	case C_BYTES:
-		gen_bytes(&r, b);
-		break;
-	case C_TOKENS:
-		gen_tokens(&r, b);
-		break;
-	case C_LONG:
-		gen_long(&r, b);
-		break;
-	case C_MUTATE:
-		gen_mutate(&r, b);
-		break;
-	case C_ADDR:
-		gen_addr(&r, b);
-		break;
-	case C_NAME:
-		gen_name(&r, b);
-		break;
-	case C_PAIRS:
-		gen_pairs(&r, b);
-		break;
-	case C_HOOK:
-		gen_hook(&r, b);
-		break;
-	case C_CHECK:
-		gen_check(&r, b);
-		break;
-	default:
-		gen_verb(&r, b);
-		break;
+	for (g = 0; w >= gens[g].weight; g++)
+		w -= gens[g].weight;
+	t->check_line[0] = '\0';
+	t->c.check = false;
+	t->naddrs = 0;
+	t->want = -gens[g].fn(&r, t);
+	if (t->want == -REDRAW)
+		return -1;
+	t->c.name[t->c.name_len] = '\0';
+	/* Only a command built to be valid can be OK without "check". */
+	t->accept = t->want == OK && !t->c.check;
+	if (!t->c.check)
+		t->check_line[0] = '\0';
+	/* Could its echo in the log look like a splat? */
+	if (t->b.len <= CMD_MAX) {
+		s = strndup(bstr(&t->b), t->b.len);
+		for (i = 0; s[i]; i++)
+			if (s[i] == '\t' || s[i] == '\n')
+				s[i] = ' ';
+		w = has_stem(s);
+		free(s);
+		for (i = 0; i < t->naddrs && !w; i++)
+			w = addr_has_stem(t->addrs[i]);
+		if (w)
+			return -1;
 	}
-	return c;
+	return g;
 }
 
 /* ------------------------------------------------------------------ */
@@ -2373,44 +1548,29 @@ static int gen_case(unsigned long long index, unsigned int attempt,
 static int kmsg_fd = -1;
 static unsigned int kmsg_lost, nsplats;
 
-static void kmsg_open(void)
-{
-	kmsg_fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
-	if (kmsg_fd >= 0)
-		lseek(kmsg_fd, 0, SEEK_END);
-}
-
-/*
- * Read what the kernel logged since the last call; the number of records
- * that start with "kpatch: ".  Splats are counted and shown.
- */
+/* Read what the kernel logged since; the records that start "kpatch: ". */
 static unsigned int kmsg_drain(void)
 {
 	char rec[8192], *msg;
 	unsigned int nkp = 0;
 	ssize_t n;
 
-	if (kmsg_fd < 0)
-		return 0;
-	for (;;) {
+	while (kmsg_fd >= 0) {
 		n = read(kmsg_fd, rec, sizeof(rec) - 1);
-		if (n < 0) {
-			if (errno == EPIPE) {
-				kmsg_lost++;
-				continue;
-			}
-			if (errno == EINTR)
-				continue;
-			break;
+		if (n < 0 && errno == EPIPE) {
+			kmsg_lost++;
+			continue;
 		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
 		rec[n] = '\0';
 		msg = strchr(rec, ';');
-		if (!msg)
+		if (!msg++)
 			continue;
-		msg++;
 		msg[strcspn(msg, "\n")] = '\0';
-		if (!strncmp(msg, "kpatch: ", 8))
-			nkp++;
+		nkp += !strncmp(msg, "kpatch: ", 8);
 		if (!regexec(&splat_re, msg, 0, NULL, 0) && nsplats++ < 20)
 			printf("# kpfuzz: kernel log: %s\n", msg);
 	}
@@ -2418,10 +1578,10 @@ static unsigned int kmsg_drain(void)
 }
 
 /*
- * The "kpatch: " records since the last call, for a refused command.  A
- * message longer than a log line loses its newline, and the kernel shows
- * such a record only once the next one begins: if none came, log one.
- * (Through a file opened for it: /dev/kmsg rate-limits each opener.)
+ * The "kpatch: " records of a refusal.  A message longer than a log line
+ * loses its newline, and the kernel shows such a record only once the
+ * next one begins: if none came, log one (through a file opened for it:
+ * /dev/kmsg rate-limits each opener).
  */
 static unsigned int kmsg_refusal(void)
 {
@@ -2443,45 +1603,36 @@ static unsigned int kmsg_refusal(void)
 /* ------------------------------------------------------------------ */
 /* State                                                               */
 
-static char tracefs_enabled[128];
-static struct buf st_base, st_now;	/* baseline, current */
-static char cmdline_orig[4096];
+static char tracefs_enabled[128], cmdline_orig[4096];
+static struct buf st_base, st_now;
+static int control_fd = -1;
+static bool verbose, aborted;
 
 /* The state a refused command must not change; without @skip's module. */
 static void snapshot(struct buf *s, const char *skip)
 {
-	char line[512], *f[3];
+	char line[512], *p, *name, *refs;
 	FILE *m;
-	int i;
 
 	s->len = 0;
-	bputs(s, "== patches\n");
+	bprintf(s, "== patches\n");
 	cat_file(s, PATCHES);
-	bputs(s, "== sysfs\n");
+	bprintf(s, "== sysfs\n");
 	list_dir(s, SYSFS_DIR, 0);
-	bputs(s, "== enabled_functions\n");
+	bprintf(s, "== enabled_functions\n");
 	cat_file(s, tracefs_enabled);
-	bputs(s, "== modules\n");
+	bprintf(s, "== modules\n");
 	m = fopen("/proc/modules", "r");
-	if (!m) {
-		bputs(s, "(no /proc/modules)\n");
-		return;
+	while (m && fgets(line, sizeof(line), m)) {
+		p = line;
+		name = strsep(&p, " ");
+		strsep(&p, " ");
+		refs = p ? strsep(&p, " ") : "";
+		if (!strncmp(name, "kpatch", 6) && (!skip || strcmp(name, skip)))
+			bprintf(s, "%s %s\n", name, refs);
 	}
-	while (fgets(line, sizeof(line), m)) {
-		char *p = line;
-
-		if (strncmp(line, "kpatch", 6))
-			continue;
-		for (i = 0; i < 3; i++) {
-			f[i] = strsep(&p, "\n ");
-			if (!f[i])
-				f[i] = "";
-		}
-		if (skip && !strcmp(f[0], skip))
-			continue;
-		bprintf(s, "%s %s\n", f[0], f[2]);
-	}
-	fclose(m);
+	if (m)
+		fclose(m);
 }
 
 static bool same(const struct buf *a, const struct buf *b)
@@ -2489,27 +1640,11 @@ static bool same(const struct buf *a, const struct buf *b)
 	return a->len == b->len && !memcmp(a->p, b->p, a->len);
 }
 
-static void print_lines(const char *what, struct buf *b)
+static void show_state_diff(struct buf *want, struct buf *got)
 {
-	char *p = bstr(b), *line;
-
-	printf("# kpfuzz: %s:\n", what);
-	while ((line = strsep(&p, "\n")))
-		if (*line)
-			printf("#   %s\n", line);
+	printf("# kpfuzz: expected state:\n%s# kpfuzz: actual state:\n%s",
+	       bstr(want), bstr(got));
 }
-
-static void show_state_diff(struct buf *expected, struct buf *actual)
-{
-	print_lines("expected state", expected);
-	print_lines("actual state", actual);
-}
-
-/* ------------------------------------------------------------------ */
-/* Writing commands                                                    */
-
-static int control_fd = -1;
-static bool verbose;
 
 /* Write @b in one write(2) to @fd: 0, the errno, or -1 (short write). */
 static int write_cmd(int fd, const struct buf *b)
@@ -2541,46 +1676,38 @@ static int patch_base(void)
 {
 	char s[128];
 
-	snprintf(s, sizeof(s), "patch %s %016lx %016lx", BASE_NAME,
-		 safe[S_A].addr, safe[S_A1].addr);
+	snprintf(s, sizeof(s), "patch " BASE " %016lx %016lx", safe[S_A].addr,
+		 safe[S_A1].addr);
 	return write_str(s);
 }
 
 /* ------------------------------------------------------------------ */
-/* Per-category results                                                */
+/* Results                                                             */
 
 static struct stats {
-	unsigned int cases, accepted, vetoed, undocumented, unexpected;
+	unsigned int cases, redrawn, wrong, undocumented;
 	unsigned int hist[256];		/* by errno; [0]: OK; [255]: other */
-} stats[C_COUNT], total;
+} stats[G_COUNT], total;
 
 static unsigned int nstate_fail, naccept_fail, nnolog, nreports;
+static unsigned int ndry, ndry_ok, ndry_hooks, ndry_file;
 
-/* What Documentation.txt leaves open, and what kpatch did */
-static unsigned int note_nul, note_upper_x, note_eexist, note_einval;
-static unsigned int note_eperm_logs;
-static bool aborted;
-
-static void count(int cat, int res)
+static void count(int g, int res)
 {
 	unsigned int h = res >= 0 && res < 255 ? res : 255;
 
-	stats[cat].cases++;
-	stats[cat].hist[h]++;
+	stats[g].cases++;
+	stats[g].hist[h]++;
 	total.cases++;
 	total.hist[h]++;
-	if (!res) {
-		stats[cat].accepted++;
-		total.accepted++;
-	}
 }
 
 static void print_hist(const char *what, const struct stats *s)
 {
 	unsigned int i;
 
-	printf("# kpfuzz: %-7s %6u cases, %4u accepted, %4u regenerated:",
-	       what, s->cases, s->accepted, s->vetoed);
+	printf("# kpfuzz: %-7s %6u cases, %4u redrawn:", what, s->cases,
+	       s->redrawn);
 	for (i = 0; i < 256; i++)
 		if (s->hist[i])
 			printf(" %s %u", i == 255 ? "short" : errname(i),
@@ -2589,19 +1716,17 @@ static void print_hist(const char *what, const struct stats *s)
 }
 
 /* Show a failing case and how to replay it. */
-static void report(long long index, int cat, const struct buf *b,
-		   const char *why, int res, unsigned int allowed)
+static void report(long long index, int g, const struct buf *b,
+		   const char *why, int res, int want)
 {
 	if (nreports++ >= MAX_REPORTS)
 		return;
-	printf("# kpfuzz: FAIL: %s case %lld: %s: got %s, allowed ",
-	       cat_names[cat], index, why, res < 0 ? "a short write" :
-	       errname(res));
-	print_mask(allowed);
-	printf("\n#   %zu bytes: \"", b->len);
+	printf("# kpfuzz: FAIL: %s case %lld: %s: got %s, ", gen_name_of(g),
+	       index, why, errname(res));
+	printf("expected %s\n#   %zu bytes: \"", errname(want), b->len);
 	print_escaped(b->p, b->len, 600);
 	printf("\"\n");
-	if (index >= 0 && cat < C_NOCAP)
+	if (g < G_NOCAP)
 		printf("#   replay: kpfuzz --seed %llu --only %lld%s%s\n", seed,
 		       index, going_mod ? " --going " : "",
 		       going_mod ? going_mod : "");
@@ -2610,167 +1735,94 @@ static void report(long long index, int cat, const struct buf *b,
 /* ------------------------------------------------------------------ */
 /* Accepted commands                                                   */
 
-/* What calling the function at @addr shows, through the patch table. */
+/* One line of the patches file, as a test function maps to another. */
 struct entry {
 	const char *patch;
 	unsigned long old, new;
 };
 
+/* What the patches file holds after @c: "base" (unless replaced), @c. */
 static int model_table(const struct cmd *c, struct entry *e)
 {
 	unsigned int n = 0, i;
 
-	if (c->verb == V_PATCH) {
-		e[n].patch = BASE_NAME;
-		e[n].old = safe[S_A].addr;
-		e[n++].new = safe[S_A1].addr;
-	}
-	if (c->verb != V_UNPATCH) {
-		for (i = 0; i < c->npairs; i++) {
-			e[n].patch = c->name;
-			e[n].old = c->old[i];
-			e[n++].new = c->new[i];
-		}
-	}
+	if (c->verb == V_PATCH)
+		e[n++] = (struct entry){ BASE, safe[S_A].addr, safe[S_A1].addr };
+	for (i = 0; c->verb != V_UNPATCH && i < c->npairs; i++)
+		e[n++] = (struct entry){ c->name, c->old[i], c->new[i] };
 	return n;
 }
 
+/* What test function @fn returns (or prints) through table @e. */
 static int shown_by(const struct entry *e, int n, int fn)
 {
-	int i, s;
+	int i;
 
-	for (i = n - 1; i >= 0; i--) {
-		if (e[i].old == safe[fn].addr) {
-			s = find_safe(e[i].new);
-			return s >= 0 ? safe[s].ret : -1000;
-		}
-	}
+	for (i = n - 1; i >= 0; i--)
+		if (e[i].old == safe[fn].addr)
+			return safe[find_safe(e[i].new)].ret;
 	return safe[fn].ret;
 }
 
 static char *sym_label(unsigned long addr, char *out, size_t size)
 {
 	int s = find_safe(addr);
+	const char *mod = !safe[s].mod ? NULL : strcmp(safe[s].mod, "going") ?
+			  safe[s].mod : going_mod;
 
-	if (s < 0)
-		snprintf(out, size, "?");
-	else if (safe[s].mod)
-		snprintf(out, size, "%s:%s",
-			 s == S_GOING || s == S_GOING_NEW ? going_mod :
-			 safe[s].mod, safe[s].name);
-	else
-		snprintf(out, size, "%s", safe[s].name);
-	return out;
-}
-
-static int cmp_line(const void *a, const void *b)
-{
-	return strcmp(*(char * const *)a, *(char * const *)b);
-}
-
-/*
- * What the order of the patches file fixes about line @l: its patch, and
- * for a hook line (4 fields) which hook.
- */
-static const char *line_key(const char *l, char *out, size_t size)
-{
-	size_t n1 = strcspn(l, " "), n2 = 0, fields = 1;
-	const char *p;
-
-	for (p = l; (p = strchr(p, ' ')); p++)
-		fields++;
-	if (fields == 4)
-		n2 = 1 + strcspn(l + n1 + 1, " ");
-	snprintf(out, size, "%.*s", (int)(n1 + n2), l);
+	snprintf(out, size, "%s%s%s", mod ? mod : "", mod ? ":" : "",
+		 safe[s].name);
 	return out;
 }
 
 /*
- * Is the patches file what the model says after accepted command @c?
- * Compares "NAME OLDSYM OLDADDR NEWSYM NEWADDR STATE" without the sizes,
- * the patches in order, the functions of a patch in any order.
+ * The patches file after accepted command @c, without the sizes: the
+ * patches oldest first, each with its functions in the order given and
+ * then its hooks in the order of hook_names[].
  */
 static bool check_patches_file(const struct cmd *c, struct entry *e, int n)
 {
-	static struct buf file, want;
-	char *lines_a[MAX_PAIRS + 16], *lines_w[MAX_PAIRS + 16], *p, *line;
-	char sym1[160], sym2[160];
-	int na = 0, nw = 0, i, k;
-	bool good = true;
+	static struct buf got, want;
+	char s1[160], s2[160], *q;
+	int i, k;
 
-	if (!file.p) {
-		binit(&file, 1 << 18);
+	if (!got.p) {
+		binit(&got, 1 << 18);
 		binit(&want, 1 << 18);
 	}
-	file.len = 0;
+	got.len = 0;
 	want.len = 0;
-	cat_file(&file, PATCHES);
-	p = bstr(&file);
-	while ((line = strsep(&p, "\n")) && na < (int)ARRAY_SIZE(lines_a)) {
-		char *q;
-
-		if (!*line)
-			continue;
-		/* drop the +0xSIZE of both symbols */
-		for (q = line; (q = strchr(q, '+')); ) {
-			size_t sp = strcspn(q, " ");
-
-			memmove(q, q + sp, strlen(q + sp) + 1);
-		}
-		lines_a[na++] = line;
-	}
+	cat_file(&got, PATCHES);
+	for (q = bstr(&got); (q = strchr(q, '+')); got.len = strlen(bstr(&got)))
+		memmove(q, q + strcspn(q, " "), strlen(q + strcspn(q, " ")) + 1);
 	for (i = 0; i < n; i++) {
 		bool active = true;
 
 		for (k = i + 1; k < n; k++)
-			if (e[k].old == e[i].old)
-				active = false;
-		lines_w[nw++] = (char *)want.p + want.len;
-		bprintf(&want, "%s %s %016lx %s %016lx %s", e[i].patch,
-			sym_label(e[i].old, sym1, sizeof(sym1)), e[i].old,
-			sym_label(e[i].new, sym2, sizeof(sym2)), e[i].new,
+			active &= e[k].old != e[i].old;
+		bprintf(&want, "%s %s %016lx %s %016lx %s\n", e[i].patch,
+			sym_label(e[i].old, s1, sizeof(s1)), e[i].old,
+			sym_label(e[i].new, s2, sizeof(s2)), e[i].new,
 			active ? "active" : "shadowed");
-		bputc(&want, '\0');
 	}
-	/* After the patch's functions, its hooks in enum order. */
-	for (k = 0; c->verb != V_UNPATCH && k < NR_HOOKS; k++) {
-		if (!c->hook[k] || find_hookfn(c->hook[k]) < 0)
-			continue;
-		lines_w[nw++] = (char *)want.p + want.len;
-		bprintf(&want, "%s %s %s:%s %016lx", c->name, hook_names[k],
-			HOOK_MOD, hookfn[find_hookfn(c->hook[k])].name,
-			c->hook[k]);
-		bputc(&want, '\0');
-	}
-	if (na != nw)
-		good = false;
-	for (i = 0; good && i < na; i++)
-		if (strcmp(line_key(lines_a[i], sym1, sizeof(sym1)),
-			   line_key(lines_w[i], sym2, sizeof(sym2))))
-			good = false;
-	if (good) {
-		qsort(lines_a, na, sizeof(char *), cmp_line);
-		qsort(lines_w, nw, sizeof(char *), cmp_line);
-		for (i = 0; i < na; i++)
-			if (strcmp(lines_a[i], lines_w[i]))
-				good = false;
-	}
-	if (!good) {
-		printf("# kpfuzz: patches file, expected (without sizes):\n");
-		for (i = 0; i < nw; i++)
-			printf("#   %s\n", lines_w[i]);
-		printf("# kpfuzz: actual:\n");
-		for (i = 0; i < na; i++)
-			printf("#   %s\n", lines_a[i]);
-	}
-	return good;
+	/* @c is the newest patch: its hooks come last */
+	for (k = 0; c->verb != V_UNPATCH && k < NR_HOOKS; k++)
+		if (c->hook[k])
+			bprintf(&want, "%s %s %s:%s %016lx\n", c->name,
+				hook_names[k], HOOK_MOD,
+				hookfn_names[c->hook[k] == hookfn[1]], c->hook[k]);
+	if (same(&got, &want))
+		return true;
+	printf("# kpfuzz: patches file, expected (without sizes):\n%s", bstr(&want));
+	printf("# kpfuzz: actual:\n%s", bstr(&got));
+	return false;
 }
 
-/* Do the patched test functions return what the model says? */
-static bool check_calls(const struct cmd *c, struct entry *e, int n)
+/* Do the patched test functions return what they should, and sysfs? */
+static bool check_effect(const struct cmd *c, struct entry *e, int n)
 {
-	char got[4096], want[4096];
-	bool good = true;
+	char got[4096], want[4096], path[400];
+	bool good = true, cmdline = false, base;
 	unsigned int i;
 	int v;
 
@@ -2778,44 +1830,34 @@ static bool check_calls(const struct cmd *c, struct entry *e, int n)
 	snprintf(want, sizeof(want), "a=%d b=%d", shown_by(e, n, S_A),
 		 shown_by(e, n, S_B));
 	if (strcmp(got, want)) {
-		printf("# kpfuzz: %s reads '%s', expected '%s'\n", VALUES,
-		       got, want);
+		printf("# kpfuzz: %s reads '%s', expected '%s'\n", VALUES, got, want);
 		good = false;
 	}
 	for (i = 0; i < c->npairs; i++)
-		if (c->old[i] == safe[S_CMDLINE].addr)
-			break;
-	if (i == c->npairs)
-		return good;
-	read_line("/proc/cmdline", got, sizeof(got));
-	v = shown_by(e, n, S_CMDLINE);
-	if (v)
-		snprintf(want, sizeof(want), "kpatch-test v%d", v);
-	else
-		snprintf(want, sizeof(want), "%s", cmdline_orig);
-	if (strcmp(got, want)) {
-		printf("# kpfuzz: /proc/cmdline reads '%s', expected '%s'\n",
-		       got, want);
-		good = false;
+		cmdline |= c->old[i] == safe[S_CMDLINE].addr;
+	if (cmdline) {
+		read_line("/proc/cmdline", got, sizeof(got));
+		v = shown_by(e, n, S_CMDLINE);
+		if (v)
+			snprintf(want, sizeof(want), "kpatch-test v%d", v);
+		else
+			snprintf(want, sizeof(want), "%s", cmdline_orig);
+		if (strcmp(got, want)) {
+			printf("# kpfuzz: /proc/cmdline reads '%s', expected '%s'\n",
+			       got, want);
+			good = false;
+		}
 	}
-	return good;
-}
-
-static bool check_sysfs(const struct cmd *c)
-{
-	char path[256];
-	bool good = true, base;
-
-	snprintf(path, sizeof(path), "%s/%s", SYSFS_PATCHES, c->name);
+	snprintf(path, sizeof(path), SYSFS_DIR "/patches/%.*s",
+		 (int)c->name_len, c->name);
 	if (c->verb != V_UNPATCH && !is_dir(path)) {
 		printf("# kpfuzz: %s is missing\n", path);
 		good = false;
 	}
-	snprintf(path, sizeof(path), "%s/%s", SYSFS_PATCHES, BASE_NAME);
 	base = c->verb == V_PATCH;
-	if (is_dir(path) != base) {
-		printf("# kpfuzz: %s %s\n", path,
-		       c->verb == V_PATCH ? "is missing" : "is still there");
+	if (is_dir(SYSFS_DIR "/patches/" BASE) != base) {
+		printf("# kpfuzz: %s/patches/%s is %s\n", SYSFS_DIR, BASE,
+		       c->verb == V_PATCH ? "missing" : "still there");
 		good = false;
 	}
 	return good;
@@ -2834,177 +1876,105 @@ static long hook_calls(void)
 	return a + b + c + d;
 }
 
-/* How many hooks of @c run when it takes effect (@unpatch: is undone). */
+/* The hooks of @c that run as it takes effect (@unpatch: is undone). */
 static long hooks_run(const struct cmd *c, bool unpatch)
 {
-	static const unsigned int stages[] = { 0, 1, 3 };	/* pre, stop, post */
-	long n = 0;
-	size_t i;
+	unsigned int off = unpatch ? H_UNPATCH : 0;
 
-	for (i = 0; c->verb != V_UNPATCH && i < ARRAY_SIZE(stages); i++)
-		n += !!c->hook[stages[i] + (unpatch ? HOOK_PRE_UNPATCH : 0)];
-	return n;
+	if (c->verb == V_UNPATCH)
+		return 0;
+	return !!c->hook[off] + !!c->hook[off + 1] + !!c->hook[off + 3];
 }
 
-/* Undo an accepted command: back to the baseline, or abort the run. */
-static bool undo(int verb, const char *name)
+/* Undo an accepted command: back to the baseline. */
+static bool undo(int verb, const char *name, size_t len)
 {
-	static char s[CMD_MAX + 16];
-	int ret;
+	char s[CMD_MAX + 16];
+	int ret = 0;
 
 	if (verb != V_UNPATCH) {
-		snprintf(s, sizeof(s), "unpatch %s", name);
+		snprintf(s, sizeof(s), "unpatch %.*s", (int)len, name);
 		ret = write_str(s);
-		if (ret) {
-			printf("# kpfuzz: undoing: '%.100s' failed: %s\n", s,
-			       errname(ret));
-			return false;
-		}
 	}
-	if (verb != V_PATCH) {
+	if (!ret && verb != V_PATCH)
 		ret = patch_base();
-		if (ret) {
-			printf("# kpfuzz: undoing: patch %s failed: %s\n",
-			       BASE_NAME, errname(ret));
-			return false;
-		}
-	}
-	return true;
+	if (ret)
+		printf("# kpfuzz: undoing: %s\n", errname(ret));
+	return !ret;
 }
 
-/* Undo command @b, accepted against the model: its 2nd word as name. */
-static bool undo_unexpected(const struct buf *b)
-{
-	static char name[CMD_MAX + 1];
-	size_t start[2], len[2];
-	struct buf t = *b;
-	int verb;
-
-	t.len = strnlen((char *)t.p, t.len);	/* kpatch stops at a NUL */
-	if (token_spans(&t, start, len, 2) < 2)
-		return false;
-	if (len[0] == 5 && !memcmp(t.p + start[0], "check", 5))
-		return true;	/* a dry run: the state check will tell */
-	verb = !memcmp(t.p + start[0], "unpatch", 7) ? V_UNPATCH :
-	       !memcmp(t.p + start[0], "replace", 7) ? V_REPLACE : V_PATCH;
-	memcpy(name, t.p + start[1], len[1]);
-	name[len[1]] = '\0';
-	return undo(verb, name);
-}
-
-/* Check and undo the accepted case (judged @j), hooks called before: */
 static long calls_before;
 
-static void check_accepted(long long index, int cat, const struct buf *b,
-			   const struct judgement *j)
+/* Check and undo accepted case @t. */
+static void check_accepted(long long index, int g, struct tcase *t)
 {
 	static struct entry e[MAX_PAIRS + 1];
+	const struct cmd *c = &t->c;
+	long calls = hook_calls();
 	bool good = true;
-	int n;
+	int n = model_table(c, e);
 
-	if (!(j->allowed & M_OK) || !j->have_cmd) {
-		/* Reported as unexpected already; try to get back. */
-		if (!undo_unexpected(b)) {
-			printf("# kpfuzz: cannot undo case %lld; giving up\n",
-			       index);
-			aborted = true;
-			return;
-		}
-	} else {
-		long calls = hook_calls(), want;
-
-		n = model_table(&j->cmd, e);
-		want = hooks_run(&j->cmd, false);
-		if (calls - calls_before != want) {
-			printf("# kpfuzz: %ld calls of the hooks, expected %ld\n",
-			       calls - calls_before, want);
-			good = false;
-		}
-		calls_before = calls;
-		snapshot(&st_now, NULL);
-		if (same(&st_now, &st_base)) {
-			printf("# kpfuzz: the state did not change\n");
-			good = false;
-		}
-		good &= check_patches_file(&j->cmd, e, n);
-		good &= check_sysfs(&j->cmd);
-		good &= check_calls(&j->cmd, e, n);
-		if (!good) {
-			naccept_fail++;
-			report(index, cat, b, "accepted, but not as expected", 0,
-			       j->allowed);
-		}
-		if (!undo(j->cmd.verb, j->cmd.name)) {
-			naccept_fail++;
-			report(index, cat, b, "cannot undo", 0, j->allowed);
-			aborted = true;
-			return;
-		}
-		want = hooks_run(&j->cmd, true);
-		if (hook_calls() - calls_before != want) {
-			naccept_fail++;
-			report(index, cat, b, "undone, but not as many hook calls as hooks",
-			       0, j->allowed);
-			printf("# kpfuzz: %ld calls of the unpatch hooks, expected %ld\n",
-			       hook_calls() - calls_before, want);
-		}
+	if (calls - calls_before != hooks_run(c, false)) {
+		printf("# kpfuzz: %ld calls of the hooks, expected %ld\n",
+		       calls - calls_before, hooks_run(c, false));
+		good = false;
+	}
+	calls_before = calls;
+	snapshot(&st_now, NULL);
+	if (same(&st_now, &st_base)) {
+		printf("# kpfuzz: the state did not change\n");
+		good = false;
+	}
+	good &= check_patches_file(c, e, n);
+	good &= check_effect(c, e, n);
+	if (!good)
+		report(index, g, &t->b, "accepted, but not as expected", 0, 0);
+	if (!undo(c->verb, c->name, c->name_len)) {
+		report(index, g, &t->b, "cannot undo", 0, 0);
+		good = false;
+		aborted = true;
+	} else if (hook_calls() - calls_before != hooks_run(c, true)) {
+		printf("# kpfuzz: %ld calls of the unpatch hooks, expected %ld\n",
+		       hook_calls() - calls_before, hooks_run(c, true));
+		report(index, g, &t->b, "undone, but not each hook called once",
+		       0, 0);
+		good = false;
 	}
 	snapshot(&st_now, NULL);
 	if (!same(&st_now, &st_base)) {
-		naccept_fail++;
-		report(index, cat, b, "state not back to the baseline after undo",
-		       0, j->allowed);
+		report(index, g, &t->b, "state not the baseline after undo", 0, 0);
 		show_state_diff(&st_base, &st_now);
+		good = false;
 		aborted = true;
 	}
+	naccept_fail += !good;
+}
+
+/* Undo a command accepted though it should not have been. */
+static void undo_unexpected(struct buf *b)
+{
+	char *s = strndup(bstr(b), b->len), *save = NULL, *v, *name;
+
+	v = strtok_r(s, " \t\n", &save);
+	name = strtok_r(NULL, " \t\n", &save);
+	if (v && name && strcmp(v, "check") &&
+	    !undo(!strcmp(v, "unpatch") ? V_UNPATCH : !strcmp(v, "replace") ?
+		  V_REPLACE : V_PATCH, name, strlen(name)))
+		aborted = true;
+	free(s);
 }
 
 /* ------------------------------------------------------------------ */
 /* The main run                                                        */
 
 static unsigned int check_every = 20, pending;
-static double t_write, t_accept, t_check;
-static unsigned int n_check;
 static long long pending_from = -1;
-
-/*
- * A dry run (judged @j, result @res) ran no hook, and the check file's
- * first line is "VERB NAME ERRNO" for it.  Its state is compared with the
- * refused commands'.
- */
-static unsigned int ndry, ndry_ok, ndry_hooks, ndry_file;
-
-static void check_dry_run(long long index, int cat, const struct buf *b,
-			  const struct judgement *j, int res)
-{
-	char line[256], want[256];
-
-	ndry++;
-	ndry_ok += !res;
-	if (hook_calls() != calls_before) {
-		ndry_hooks++;
-		report(index, cat, b, "a dry run called hooks", res, j->allowed);
-	}
-	if (!j->check_line[0] || res < 0 || memchr(b->p, 0, b->len))
-		return;
-	read_line(CHECKFILE, line, sizeof(line));
-	snprintf(want, sizeof(want), "%s %d", j->check_line, -res);
-	if (strcmp(line, want)) {
-		ndry_file++;
-		report(index, cat, b, "check file", res, j->allowed);
-		printf("# kpfuzz: %s reads '%s', expected '%s'\n", CHECKFILE,
-		       line, want);
-	}
-}
 
 /* Compare the state with the baseline after refused commands. */
 static void check_pending(void)
 {
-	double t = now_s();
-
 	if (!pending)
 		return;
-	n_check++;
 	snapshot(&st_now, NULL);
 	if (!same(&st_now, &st_base)) {
 		nstate_fail++;
@@ -3017,113 +1987,103 @@ static void check_pending(void)
 	}
 	pending = 0;
 	pending_from = -1;
-	t_check += now_s() - t;
 }
 
-/* Write case @b (category @cat, judged @j) and check what it did. */
-static int run_one(int fd, long long index, int cat, const struct buf *b,
-		   const struct judgement *j)
+/* Write case @t (generator @g) and check what it did. */
+static void run_one(long long index, int g, struct tcase *t)
 {
+	char line[400], want[400];
 	unsigned int nkp;
-	double t;
 	int res;
 
-	if ((j->allowed & M_OK) && !j->check)
+	if (t->accept)
 		check_pending();
 	if (aborted)
-		return -2;
-	if ((j->allowed & M_OK) || j->check)
+		return;
+	if (t->accept || t->c.check)
 		calls_before = hook_calls();
-	t = now_s();
-	res = write_cmd(fd, b);
-	t_write += now_s() - t;
+	res = write_cmd(control_fd, &t->b);
 	nkp = res > 0 ? kmsg_refusal() : kmsg_drain();
-	count(cat, res);
-	if (j->check)
-		check_dry_run(index, cat, b, j, res);
+	count(g, res);
 	if (verbose) {
-		printf("# case %lld %s: \"", index, cat_names[cat]);
-		print_escaped(b->p, b->len, 200);
-		printf("\" -> %s (allowed ", res < 0 ? "short" : errname(res));
-		print_mask(j->allowed);
-		printf(")\n");
+		printf("# case %lld %s: \"", index, gen_name_of(g));
+		print_escaped(t->b.p, t->b.len, 200);
+		printf("\" -> %s (expected %s)\n", errname(res), errname(t->want));
 	}
 	if (res > 0 && !documented(res)) {
-		stats[cat].undocumented++;
-		report(index, cat, b, "undocumented errno", res, j->allowed);
-	} else if (res < 0 || !(rbit(res) & j->allowed)) {
-		stats[cat].unexpected++;
-		report(index, cat, b, "not what Documentation.txt says", res,
-		       j->allowed);
+		stats[g].undocumented++;
+		report(index, g, &t->b, "undocumented errno", res, t->want);
+	} else if (res != t->want) {
+		stats[g].wrong++;
+		report(index, g, &t->b, "not what Documentation.txt says", res,
+		       t->want);
 	}
-	if (!res && !(j->strict & M_OK)) {
-		if (b->len && !b->p[b->len - 1])
-			note_nul++;
-		else
-			note_upper_x++;
-	}
-	if ((j->allowed & (M_EEXIST | M_EINVAL)) == (M_EEXIST | M_EINVAL)) {
-		note_eexist += res == EEXIST;
-		note_einval += res == EINVAL;
-	}
-	if (res > 0 && res != EPERM && !nkp) {
+	if (res > 0 && !nkp) {
 		nnolog++;
-		report(index, cat, b, "refused without a 'kpatch: ' log line",
-		       res, j->allowed);
+		report(index, g, &t->b, "refused without a 'kpatch: ' log line",
+		       res, t->want);
 	}
-	if (!res && !j->check) {
-		t = now_s();
-		check_accepted(index, cat, b, j);
-		t_accept += now_s() - t;
+	if (t->c.check && memmem(t->b.p, t->b.len, "check", 5)) {
+		ndry++;
+		ndry_ok += !res;
+		if (hook_calls() != calls_before) {
+			ndry_hooks++;
+			report(index, g, &t->b, "a dry run called hooks", res, t->want);
+		}
+		read_line(CHECKFILE, line, sizeof(line));
+		snprintf(want, sizeof(want), "%s %d", t->check_line, -res);
+		if (t->check_line[0] && res >= 0 && strcmp(line, want)) {
+			ndry_file++;
+			report(index, g, &t->b, "check file", res, t->want);
+			printf("# kpfuzz: %s reads '%s', expected '%s'\n",
+			       CHECKFILE, line, want);
+		}
+	}
+	if (!res && t->accept) {
+		check_accepted(index, g, t);
 	} else {
+		if (!res && !t->c.check)
+			undo_unexpected(&t->b);
 		if (!pending)
 			pending_from = index;
 		if (++pending >= check_every)
 			check_pending();
 	}
-	return res;
 }
 
 static void run_main(long long from, unsigned int ncases, bool only)
 {
-	static struct buf b;
-	long long index;
+	static struct tcase t;
 	unsigned int written = 0, attempt;
-	int cat = 0;
+	long long index;
+	int g = 0;
 
-	binit(&b, BUF_MAX);
+	binit(&t.b, BUF_MAX);
 	for (index = from; written < ncases && !aborted; index++) {
 		for (attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-			cat = gen_case(index, attempt, &b);
-			judge(&b, &jcur);
-			if (!jcur.danger && !looks_like_splat(&b))
+			g = make_case(index, attempt, &t);
+			if (g >= 0)
 				break;
-			stats[cat].vetoed++;
-			total.vetoed++;
+			total.redrawn++;
 		}
-		if (attempt == MAX_ATTEMPTS)
+		if (g < 0)
 			continue;
+		stats[g].redrawn += attempt;
 		if (only) {
-			printf("# kpfuzz: case %lld (%s, generation %u): %zu bytes: \"",
-			       index, cat_names[cat], attempt, b.len);
-			print_escaped(b.p, b.len, 2 * CMD_MAX);
-			printf("\"\n# kpfuzz: allowed: ");
-			print_mask(jcur.allowed);
-			printf("\n");
+			printf("# kpfuzz: case %lld (%s, draw %u): %zu bytes: \"",
+			       index, gen_name_of(g), attempt, t.b.len);
+			print_escaped(t.b.p, t.b.len, 2 * CMD_MAX);
+			printf("\"\n# kpfuzz: expected: %s\n", errname(t.want));
 		}
-		run_one(control_fd, index, cat, &b, &jcur);
+		run_one(index, g, &t);
 		written++;
-		if (only)
-			break;
 	}
 	check_pending();
-	printf("# kpfuzz: time: writes %.1f s, accepted commands %.1f s, %u state checks %.1f s\n",
-	       t_write, t_accept, n_check, t_check);
-	free(b.p);
+	free(t.b.p);
 }
 
 /* ------------------------------------------------------------------ */
-/* Without CAP_SYS_MODULE                                              */
+/* Without CAP_SYS_MODULE; unreadable buffers                          */
 
 static int drop_cap_sys_module(void)
 {
@@ -3134,10 +2094,8 @@ static int drop_cap_sys_module(void)
 	unsigned int idx = CAP_TO_INDEX(CAP_SYS_MODULE);
 	unsigned int mask = CAP_TO_MASK(CAP_SYS_MODULE);
 
-	if (prctl(PR_CAPBSET_DROP, CAP_SYS_MODULE, 0, 0, 0))
-		return -1;
-	memset(data, 0, sizeof(data));
-	if (syscall(SYS_capget, &hdr, data))
+	if (prctl(PR_CAPBSET_DROP, CAP_SYS_MODULE, 0, 0, 0) ||
+	    syscall(SYS_capget, &hdr, data))
 		return -1;
 	data[idx].effective &= ~mask;
 	data[idx].permitted &= ~mask;
@@ -3151,16 +2109,15 @@ static int drop_cap_sys_module(void)
 	return 0;
 }
 
-/* Case @i of the nocap run: valid commands, some mutated. */
-static void gen_nocap(unsigned int i, struct buf *b)
+/* Nocap case @i: a valid command, or a mutated one. */
+static void gen_nocap(unsigned int i, struct tcase *t)
 {
 	struct rng r;
 
-	rng_init(&r, seed, 2, i, 0);
-	b->len = 0;
-	gen_valid(&r, b);
-	if (chance(&r, 30))
-		mutate(&r, b);
+	rng_init(&r, 2, i, 0);
+	if (chance(&r, 30) && gen_mutate(&r, t) != REDRAW)
+		return;
+	gen_valid(&r, t);
 }
 
 #define NOCAP_NOCAP	(-1000)		/* the child kept CAP_SYS_MODULE */
@@ -3173,14 +2130,14 @@ static void gen_nocap(unsigned int i, struct buf *b)
  */
 static void run_nocap(unsigned int n)
 {
-	static struct buf b;
+	static struct tcase t;
 	unsigned int i, bad = 0, got = 0;
 	int pfd[2], res, status;
 	pid_t pid;
 
 	if (!n)
 		return;
-	binit(&b, BUF_MAX);
+	binit(&t.b, BUF_MAX);
 	if (pipe(pfd)) {
 		verdict(false, "nocap: set up");
 		return;
@@ -3188,16 +2145,16 @@ static void run_nocap(unsigned int n)
 	pid = fork();
 	if (!pid) {
 		close(pfd[0]);
+		res = NOCAP_NOCAP;
 		if (drop_cap_sys_module()) {
-			res = NOCAP_NOCAP;
 			(void)!write(pfd[1], &res, sizeof(res));
 			_exit(1);
 		}
 		for (i = 0; i < n; i++) {
 			int fd = i % 2 ? open(CONTROL, O_WRONLY) : control_fd;
 
-			gen_nocap(i, &b);
-			res = fd < 0 ? NOCAP_OPEN : write_cmd(fd, &b);
+			gen_nocap(i, &t);
+			res = fd < 0 ? NOCAP_OPEN : write_cmd(fd, &t.b);
 			if (fd >= 0 && fd != control_fd)
 				close(fd);
 			if (write(pfd[1], &res, sizeof(res)) != sizeof(res))
@@ -3215,37 +2172,29 @@ static void run_nocap(unsigned int n)
 			continue;
 		}
 		got++;
-		gen_nocap(i, &b);
-		count(C_NOCAP, res);
+		gen_nocap(i, &t);
+		count(G_NOCAP, res);
 		if (res == EPERM)
 			continue;
 		bad++;
-		if (res > 0 && !documented(res))
-			stats[C_NOCAP].undocumented++;
-		else
-			stats[C_NOCAP].unexpected++;
-		report(i, C_NOCAP, &b, "written without CAP_SYS_MODULE", res,
-		       M_EPERM);
-		if (!res && !undo_unexpected(&b))
-			aborted = true;
+		stats[G_NOCAP].wrong++;
+		report(i, G_NOCAP, &t.b, "written without CAP_SYS_MODULE", res,
+		       EPERM);
+		if (!res)
+			undo_unexpected(&t.b);
 	}
 	close(pfd[0]);
 	waitpid(pid, &status, 0);
-	note_eperm_logs = kmsg_drain();
-	printf("# kpfuzz: nocap: %u commands\n", got);
+	printf("# kpfuzz: nocap: %u commands, %u 'kpatch: ' log lines\n", got,
+	       kmsg_drain());
 	verdict(!bad && got == n,
 		"nocap: every write without CAP_SYS_MODULE refused with EPERM");
 	snapshot(&st_now, NULL);
 	if (!same(&st_now, &st_base))
 		show_state_diff(&st_base, &st_now);
 	verdict(same(&st_now, &st_base), "nocap: state unchanged");
-	free(b.p);
+	free(t.b.p);
 }
-
-/* ------------------------------------------------------------------ */
-/* Unreadable buffers                                                  */
-
-static unsigned int note_efault_logs;
 
 /*
  * Writes from buffers the kernel cannot read fail with EFAULT (the errno
@@ -3255,24 +2204,25 @@ static unsigned int note_efault_logs;
  */
 static void run_fault(void)
 {
-	static const char cmd[] = "unpatch " BASE_NAME;
+	static const char cmd[] = "unpatch " BASE;
 	size_t page = sysconf(_SC_PAGESIZE), clen = sizeof(cmd) - 1;
 	unsigned char *map;
 	struct {
 		const void *p;
 		size_t len;
-		unsigned int allowed;
+		int want, or;
 	} cases[] = {
-		{ NULL, 10, BIT(8) },
-		{ (void *)1, 1, BIT(8) },
-		{ NULL, 0, M_EINVAL },			/* empty */
-		{ NULL, CMD_MAX + 1, M_EINVAL },	/* too long */
-		{ (void *)k_text, 16, BIT(8) },		/* kernel memory */
-		{ (void *)k_text, CMD_MAX + 1, BIT(8) | M_EINVAL },
-		{ NULL, clen + 8, BIT(8) },		/* past a readable page */
-		{ NULL, 16, BIT(8) },			/* an unreadable page */
+		{ NULL, 10, EFAULT, EFAULT },
+		{ (void *)1, 1, EFAULT, EFAULT },
+		{ NULL, 0, EINVAL, EINVAL },			/* empty */
+		{ NULL, CMD_MAX + 1, EINVAL, EINVAL },		/* too long */
+		{ (void *)k_text, 16, EFAULT, EFAULT },		/* kernel memory */
+		{ (void *)k_text, CMD_MAX + 1, EFAULT, EINVAL },
+		{ NULL, clen + 8, EFAULT, EFAULT },		/* past a page */
+		{ NULL, 16, EFAULT, EFAULT },			/* unreadable */
 	};
-	unsigned int i, bad = 0, nkp = 0;
+	unsigned int i, bad = 0;
+	struct buf b = { 0 };
 
 	map = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -3286,23 +2236,20 @@ static void run_fault(void)
 	for (i = 0; i < ARRAY_SIZE(cases); i++) {
 		ssize_t n = write(control_fd, cases[i].p, cases[i].len);
 		int res = n < 0 ? errno : 0;
-		unsigned int got = res == EFAULT ? BIT(8) : rbit(res);
 
-		if (res == EFAULT)
-			nkp += kmsg_drain();
-		else
-			kmsg_drain();
-		count(C_FAULT, res);
-		if (got & cases[i].allowed)
+		kmsg_drain();
+		count(G_FAULT, res);
+		if (res == cases[i].want || res == cases[i].or)
 			continue;
 		bad++;
-		printf("# kpfuzz: FAIL: fault case %u: write of %zu bytes at %p: %s\n",
-		       i, cases[i].len, cases[i].p, errname(res));
-		if (!res && !undo(V_UNPATCH, BASE_NAME))
+		b.p = (unsigned char *)"(unreadable)";
+		b.len = 12;
+		report(i, G_FAULT, &b, "write from an unreadable buffer", res,
+		       cases[i].want);
+		if (!res && !undo(V_UNPATCH, BASE, 4))
 			aborted = true;
 	}
 	munmap(map, 2 * page);
-	note_efault_logs = nkp;
 	verdict(!bad, "fault: unreadable buffers refused with EFAULT");
 	snapshot(&st_now, NULL);
 	if (!same(&st_now, &st_base))
@@ -3316,16 +2263,18 @@ static void run_fault(void)
 static unsigned long going_data;
 static unsigned int min_going = 20;
 
-/* Case @i with the going module's addresses; all must fail (EINVAL). */
+/* Going case @i: the going module's addresses; EINVAL each. */
 static void gen_going(unsigned int i, struct buf *b)
 {
 	unsigned long g = safe[S_GOING].addr, gn = safe[S_GOING_NEW].addr;
 	unsigned long b0 = safe[S_B].addr, b1 = safe[S_B1].addr;
+	unsigned long a2 = safe[S_A2].addr, c0 = safe[S_CMDLINE].addr;
 	struct rng r;
 	bool k;
 
-	rng_init(&r, seed, 3, i, 0);
+	rng_init(&r, 3, i, 0);
 	b->len = 0;
+	k = chance(&r, 50);
 	switch (i % 11) {
 	case 0:		/* its function as the old one */
 		bprintf(b, "patch g%u %016lx %016lx", i, g, b1);
@@ -3338,7 +2287,7 @@ static void gen_going(unsigned int i, struct buf *b)
 		break;
 	case 3:		/* a valid pair first, then the module */
 		bprintf(b, "patch g%u %016lx %016lx %016lx %016lx", i, b0, b1,
-			g, safe[S_A2].addr);
+			g, a2);
 		break;
 	case 4:
 		bprintf(b, "replace g%u %016lx %016lx", i, g, gn);
@@ -3351,16 +2300,15 @@ static void gen_going(unsigned int i, struct buf *b)
 		break;
 	case 7:		/* the module's new function, then a valid pair */
 		bprintf(b, "patch g%u %016lx %016lx %016lx %016lx", i, b0, gn,
-			safe[S_CMDLINE].addr, safe[S_CMDLINE1].addr);
+			c0, safe[S_CMDLINE1].addr);
 		break;
 	case 8:		/* its function as a hook */
 		bprintf(b, "patch g%u %016lx %016lx %s=%016lx", i, b0, b1,
 			hook_names[rnd(&r, NR_HOOKS)], g);
 		break;
 	case 9:		/* a dry run naming it, as new function or hook */
-		k = chance(&r, 50);
 		bprintf(b, "check patch g%u %016lx %016lx post-unpatch=%016lx",
-			i, b0, k ? gn : b1, k ? hookfn[H_NOP].addr : gn);
+			i, b0, k ? gn : b1, k ? hookfn[0] : gn);
 		break;
 	default:
 		bprintf(b, "replace g%u %016lx %016lx %016lx %016lx", i,
@@ -3371,10 +2319,7 @@ static void gen_going(unsigned int i, struct buf *b)
 		bputc(b, '\n');
 }
 
-/*
- * Take the "NAME REFCOUNT" line of module @mod out of snapshot @s, into
- * @out ("" if there is none).
- */
+/* Take module @mod's "NAME REFCOUNT" line out of snapshot @s, into @out. */
 static void take_module_line(struct buf *s, const char *mod, char *out,
 			     size_t size)
 {
@@ -3387,20 +2332,20 @@ static void take_module_line(struct buf *s, const char *mod, char *out,
 		if (!strncmp(p, mod, len) && p[len] == ' ') {
 			n = strcspn(p, "\n");
 			snprintf(out, size, "%.*s", (int)n, p);
-			if (p[n])
-				n++;
-			bdelete(s, (unsigned char *)p - s->p, n);
+			n += !!p[n];
+			memmove(p, p + n, s->len - (p + n - (char *)s->p));
+			s->len -= n;
 			return;
 		}
 	}
 }
 
 /*
- * Going case @i: it must fail with EINVAL, log why and change nothing:
- * the state without the going module must be @base, and the module's
- * own line must be @modline or gone.
+ * Going case @i must fail with EINVAL, log why and change nothing: the
+ * state without the going module must be @base, and the module's own
+ * line must be @modline or gone.
  */
-static bool going_case(int cat, unsigned int i, struct buf *b,
+static bool going_case(int g, unsigned int i, struct buf *b,
 		       const struct buf *base, const char *modline)
 {
 	char line[256];
@@ -3409,43 +2354,31 @@ static bool going_case(int cat, unsigned int i, struct buf *b,
 	int res;
 
 	gen_going(i, b);
-	judge(b, &jcur);
-	if (jcur.allowed != M_EINVAL || jcur.danger) {
-		printf("# kpfuzz: %s case %u: the model allows ", cat_names[cat],
-		       i);
-		print_mask(jcur.allowed);
-		printf(" (a bug of kpfuzz)\n");
-		return false;
-	}
 	res = write_cmd(control_fd, b);
 	nkp = res > 0 ? kmsg_refusal() : kmsg_drain();
-	count(cat, res);
+	count(g, res);
 	if (res != EINVAL) {
-		if (res > 0 && !documented(res))
-			stats[cat].undocumented++;
-		else
-			stats[cat].unexpected++;
-		report(i, cat, b, "naming a module being unloaded", res,
-		       M_EINVAL);
+		stats[g].wrong++;
+		report(i, g, b, "naming a module being unloaded", res, EINVAL);
 		good = false;
-		if (!res && !undo_unexpected(b))
-			aborted = true;
+		if (!res)
+			undo_unexpected(b);
 	}
 	if (res > 0 && !nkp) {
 		nnolog++;
-		report(i, cat, b, "refused without a 'kpatch: ' log line", res,
-		       M_EINVAL);
+		report(i, g, b, "refused without a 'kpatch: ' log line", res,
+		       EINVAL);
 	}
 	snapshot(&st_now, NULL);
 	take_module_line(&st_now, going_mod, line, sizeof(line));
 	if (!same(&st_now, base)) {
-		report(i, cat, b, "state changed", res, M_EINVAL);
+		report(i, g, b, "state changed", res, EINVAL);
 		show_state_diff((struct buf *)base, &st_now);
 		good = false;
 	}
 	if (modline && *line && strcmp(line, modline)) {
-		printf("# kpfuzz: %s case %u: /proc/modules: '%s' became '%s'\n",
-		       cat_names[cat], i, modline, line);
+		printf("# kpfuzz: going case %u: /proc/modules: '%s' became '%s'\n",
+		       i, modline, line);
 		good = false;
 	}
 	return good;
@@ -3458,10 +2391,10 @@ static bool going_case(int cat, unsigned int i, struct buf *b,
  */
 static void run_going(void)
 {
-	char modpath[256], state_path[300], st[64], modline[256];
+	char modpath[256], state_path[300], st[64], modline[256] = "";
 	static struct buf b, base, full;
 	unsigned int i, in_window = 0, n = 0;
-	bool good = true, seen, gone;
+	bool good = true, seen;
 	int status = -1;
 	double t0;
 	pid_t pid;
@@ -3477,13 +2410,10 @@ static void run_going(void)
 		return;
 	}
 	snapshot(&base, going_mod);
-
 	pid = fork();
-	if (!pid) {
-		if (syscall(SYS_delete_module, going_mod, O_NONBLOCK))
-			_exit(errno & 0x7f);
-		_exit(0);
-	}
+	if (!pid)
+		_exit(syscall(SYS_delete_module, going_mod, O_NONBLOCK) ?
+		      errno & 0x7f : 0);
 	t0 = now_s();
 	while (now_s() - t0 < 30) {
 		read_line(state_path, st, sizeof(st));
@@ -3503,15 +2433,13 @@ static void run_going(void)
 		printf("# kpfuzz: going: %s never seen going (initstate '%s')\n",
 		       going_mod, st);
 	}
-	for (i = 0; seen && i < 4000 && !aborted; i++) {
+	for (i = 0; seen && i < 4000 && !aborted; i++, n++) {
 		read_line(state_path, st, sizeof(st));
 		if (strcmp(st, "going"))
 			break;
-		good &= going_case(C_GOING, i, &b, &base, modline);
+		good &= going_case(G_GOING, i, &b, &base, modline);
 		read_line(state_path, st, sizeof(st));
-		if (!strcmp(st, "going"))
-			in_window++;
-		n++;
+		in_window += !strcmp(st, "going");
 	}
 	if (status == -1)
 		waitpid(pid, &status, 0);
@@ -3519,18 +2447,16 @@ static void run_going(void)
 	       n, in_window, going_mod, now_s() - t0);
 	going_state = 2;
 	read_modules();
-	gone = !is_dir(modpath) && !module_loaded(going_mod);
-	verdict(WIFEXITED(status) && !WEXITSTATUS(status) && gone,
-		"going: %s unloaded", going_mod);
+	verdict(WIFEXITED(status) && !WEXITSTATUS(status) && !is_dir(modpath) &&
+		!module_loaded(going_mod), "going: %s unloaded", going_mod);
 	verdict(seen && in_window >= min_going,
 		"going: at least %u commands while %s was going", min_going,
 		going_mod);
 	verdict(seen && good && n,
 		"going: every command naming it refused with EINVAL, state unchanged");
-
 	good = true;
 	for (i = 0; i < 90 && !aborted; i++)
-		good &= going_case(C_GONE, i, &b, &base, NULL);
+		good &= going_case(G_GONE, i, &b, &base, NULL);
 	verdict(good,
 		"gone: every command naming it refused with EINVAL, state unchanged");
 	free(b.p);
@@ -3539,7 +2465,7 @@ static void run_going(void)
 }
 
 /* ------------------------------------------------------------------ */
-/* Setup                                                               */
+/* Setup and main                                                      */
 
 static int setup(void)
 {
@@ -3547,7 +2473,7 @@ static int setup(void)
 		const char *name;
 		unsigned long *addr;
 	} marks[] = {
-		{ "_text", &k_text }, { "_etext", &k_etext_page },
+		{ "_text", &k_text }, { "_etext", &k_etext },
 		{ "_sinittext", &k_sinittext }, { "_einittext", &k_einittext },
 		{ "_sdata", &k_sdata }, { "_end", &k_end },
 	};
@@ -3555,7 +2481,8 @@ static int setup(void)
 	size_t i;
 	int s;
 
-	if (read_modules() || read_kallsyms()) {
+	read_modules();
+	if (!nloaded || read_kallsyms()) {
 		printf("# kpfuzz: cannot read /proc/modules or /proc/kallsyms\n");
 		return -1;
 	}
@@ -3568,36 +2495,32 @@ static int setup(void)
 		}
 	}
 	/* Text ends with the page that holds _etext. */
-	k_etext_page = (k_etext_page + 4095) & ~4095UL;
+	k_etext = (k_etext + 4095) & ~4095UL;
 	for (s = 0; s < S_COUNT; s++) {
 		const char *mod = safe[s].mod;
 
-		if (s == S_GOING || s == S_GOING_NEW) {
-			if (!going_mod)
-				continue;
+		if (mod && !strcmp(mod, "going"))
 			mod = going_mod;
-		}
+		if (safe[s].mod && !mod)
+			continue;
 		safe[s].addr = sym_addr(safe[s].name, mod);
-	}
-	for (s = 0; s <= S_B2; s++) {
-		if (!safe[s].addr) {
+		if (!safe[s].addr && (s <= S_B2 || s >= S_CMDLINE)) {
 			printf("# kpfuzz: no %s: test modules not loaded?\n",
 			       safe[s].name);
 			return -1;
 		}
 	}
-	for (s = 0; s < H_COUNT; s++) {
-		hookfn[s].addr = sym_addr(hookfn[s].name, HOOK_MOD);
-		if (!hookfn[s].addr) {
+	for (s = 0; s < 2; s++) {
+		hookfn[s] = sym_addr(hookfn_names[s], HOOK_MOD);
+		if (!hookfn[s]) {
 			printf("# kpfuzz: no %s: %s not loaded?\n",
-			       hookfn[s].name, HOOK_MOD);
+			       hookfn_names[s], HOOK_MOD);
 			return -1;
 		}
 	}
 	if (going_mod) {
 		going_data = sym_addr("kpatch_test_going_data", going_mod);
-		if (!safe[S_GOING].addr || !safe[S_GOING_NEW].addr ||
-		    !going_data) {
+		if (!safe[S_GOING].addr || !safe[S_GOING_NEW].addr || !going_data) {
 			printf("# kpfuzz: %s: its functions are not in /proc/kallsyms\n",
 			       going_mod);
 			return -1;
@@ -3605,10 +2528,10 @@ static int setup(void)
 	}
 	build_pools();
 	printf("# kpfuzz: %zu symbols: kernel text %zu, init %zu, data %zu, low %zu;",
-	       nsyms, p_vtext.n, p_vinit.n, p_vdata.n, p_vlow.n);
-	printf(" module text %zu, data %zu; other %zu\n", p_mtext.n, p_mdata.n,
-	       p_mother.n);
-
+	       nsyms, pools[P_VTEXT].n, pools[P_VINIT].n, pools[P_VDATA].n,
+	       pools[P_VLOW].n);
+	printf(" module text %zu, data %zu; other %zu\n", pools[P_MTEXT].n,
+	       pools[P_MDATA].n, pools[P_OTHER].n);
 	snprintf(tracefs_enabled, sizeof(tracefs_enabled), "%s",
 		 "/sys/kernel/tracing/enabled_functions");
 	if (access(tracefs_enabled, R_OK))
@@ -3627,60 +2550,34 @@ static int setup(void)
 	}
 	if (splat_re_init())
 		return -1;
-	kmsg_open();
-	if (kmsg_fd < 0)
+	kmsg_fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
+	if (kmsg_fd >= 0)
+		lseek(kmsg_fd, 0, SEEK_END);
+	else
 		printf("# kpfuzz: cannot read /dev/kmsg\n");
 	return 0;
 }
 
-static void bad_usage(void)
-{
-	fprintf(stderr, "%s%s%s",
-		"usage: kpfuzz [--seed S] [--cases N] [--min-cases N] [--check-every K]\n",
-		"              [--only I | --from I] [--nocap N] [--going MODULE]\n",
-		"              [--min-going N] [--verdicts FILE] [--verbose]\n");
-	exit(2);
-}
-
 static void summary(unsigned int min_cases)
 {
-	unsigned int c;
+	int g;
 
-	if (note_nul)
-		printf("# kpfuzz: note: %u accepted commands end in a NUL byte\n",
-		       note_nul);
-	if (note_upper_x)
-		printf("# kpfuzz: note: %u accepted commands use a 0X prefix\n",
-		       note_upper_x);
-	if (note_eexist || note_einval)
-		printf("# kpfuzz: note: name in use and a bad pair: EEXIST %u, EINVAL %u\n",
-		       note_eexist, note_einval);
-	if (stats[C_NOCAP].cases)
-		printf("# kpfuzz: note: %u EPERM refusals logged %u 'kpatch: ' lines\n",
-		       stats[C_NOCAP].cases, note_eperm_logs);
-	if (stats[C_FAULT].hist[EFAULT])
-		printf("# kpfuzz: note: %u EFAULT refusals logged %u 'kpatch: ' lines\n",
-		       stats[C_FAULT].hist[EFAULT], note_efault_logs);
-
-	for (c = 0; c < C_COUNT; c++)
-		if (stats[c].cases || stats[c].vetoed)
-			print_hist(cat_names[c], &stats[c]);
+	for (g = 0; g < G_COUNT; g++)
+		if (stats[g].cases || stats[g].redrawn)
+			print_hist(gen_name_of(g), &stats[g]);
 	print_hist("total", &total);
-
-	for (c = 0; c < C_NOCAP; c++) {
-		if (!stats[c].cases)
+	for (g = 0; g < G_NOCAP; g++) {
+		if (!stats[g].cases)
 			continue;
-		verdict(!stats[c].undocumented,
-			"%s: every refusal a documented errno", cat_names[c]);
-		verdict(!stats[c].unexpected,
-			"%s: every result as Documentation.txt says",
-			cat_names[c]);
+		verdict(!stats[g].undocumented,
+			"%s: every refusal a documented errno", gens[g].name);
+		verdict(!stats[g].wrong,
+			"%s: every result as Documentation.txt says", gens[g].name);
 	}
 	if (min_cases)
-		verdict(total.cases >= min_cases,
-			"at least %u commands written", min_cases);
-	verdict(!nstate_fail && !aborted,
-		"state unchanged by every refused command");
+		verdict(total.cases >= min_cases, "at least %u commands written",
+			min_cases);
+	verdict(!nstate_fail && !aborted, "state unchanged by every refused command");
 	verdict(!naccept_fail && !aborted,
 		"every accepted command valid, in effect as expected, and undone");
 	verdict(!nnolog, "every refusal logged a 'kpatch: ' line");
@@ -3690,14 +2587,13 @@ static void summary(unsigned int min_cases)
 	verdict(ndry && !ndry_file && !aborted,
 		"check: the check file names each dry run and its errno");
 	verdict(!nsplats, "no kernel splat in the log");
-	verdict(kmsg_fd >= 0 && !kmsg_lost,
-		"kernel log read without losing records");
+	verdict(kmsg_fd >= 0 && !kmsg_lost, "kernel log read without losing records");
 }
 
 int main(int argc, char **argv)
 {
 	unsigned int ncases = 10000, min_cases = 0, nocap = 200;
-	bool only = false, going = true;
+	bool only = false;
 	long long from = 0;
 	struct buf before;
 	double t0, t1;
@@ -3705,15 +2601,16 @@ int main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		const char *a = argv[i], *v = argv[i + 1];
 
 		if (!strcmp(a, "--verbose")) {
 			verbose = true;
 			continue;
 		}
 		if (!v)
-			bad_usage();
+			a = "";
 		i++;
+		only |= !strcmp(a, "--only");
 		if (!strcmp(a, "--seed")) {
 			seed = strtoull(v, NULL, 0);
 		} else if (!strcmp(a, "--cases")) {
@@ -3721,12 +2618,9 @@ int main(int argc, char **argv)
 		} else if (!strcmp(a, "--min-cases")) {
 			min_cases = strtoul(v, NULL, 0);
 		} else if (!strcmp(a, "--check-every")) {
-			check_every = strtoul(v, NULL, 0);
-		} else if (!strcmp(a, "--from")) {
+			check_every = strtoul(v, NULL, 0) ?: 1;
+		} else if (!strcmp(a, "--from") || !strcmp(a, "--only")) {
 			from = strtoll(v, NULL, 0);
-		} else if (!strcmp(a, "--only")) {
-			from = strtoll(v, NULL, 0);
-			only = true;
 		} else if (!strcmp(a, "--nocap")) {
 			nocap = strtoul(v, NULL, 0);
 		} else if (!strcmp(a, "--going")) {
@@ -3735,25 +2629,19 @@ int main(int argc, char **argv)
 			min_going = strtoul(v, NULL, 0);
 		} else if (!strcmp(a, "--verdicts")) {
 			verdicts = fopen(v, "w");
-			if (!verdicts) {
-				printf("# kpfuzz: cannot write %s\n", v);
+			if (!verdicts)
 				return 2;
-			}
 			setvbuf(verdicts, NULL, _IOLBF, 0);
 		} else {
-			bad_usage();
+			fprintf(stderr, "kpfuzz: bad usage (see its source)\n");
+			return 2;
 		}
 	}
-	if (!check_every)
-		check_every = 1;
 	if (only) {
-		/* --going stays: it changes which functions cases pick. */
 		ncases = 1;
 		nocap = 0;
-		going = false;
 		verbose = true;
 	}
-
 	t0 = now_s();
 	if (setup())
 		return 2;
@@ -3762,9 +2650,7 @@ int main(int argc, char **argv)
 	binit(&before, 1 << 18);
 	snapshot(&before, going_mod);
 	ret = patch_base();
-	if (ret)
-		printf("# kpfuzz: patch %s: %s\n", BASE_NAME, errname(ret));
-	verdict(!ret, "setup: patch %s enabled", BASE_NAME);
+	verdict(!ret, "setup: patch %s enabled (%s)", BASE, errname(ret));
 	if (ret)
 		return 1;
 	snapshot(&st_base, NULL);
@@ -3772,25 +2658,22 @@ int main(int argc, char **argv)
 	printf("# kpfuzz: seed %llu, %u cases from %lld, state checked every %u refused;",
 	       seed, ncases, from, check_every);
 	printf(" set up in %.1f s\n", t1 - t0);
-
 	run_main(from, ncases, only);
-	printf("# kpfuzz: %u cases written in %.1f s\n", total.cases,
-	       now_s() - t1);
+	printf("# kpfuzz: %u cases written in %.1f s\n", total.cases, now_s() - t1);
 	if (!aborted)
 		run_nocap(nocap);
 	if (!aborted && !only)
 		run_fault();
-	if (going_mod && going && !aborted)
+	if (going_mod && !only && !aborted)
 		run_going();
 	kmsg_drain();
 	summary(min_cases);
-
-	ret = write_str("unpatch " BASE_NAME);
+	ret = write_str("unpatch " BASE);
 	snapshot(&st_now, going_mod);
 	if (!same(&st_now, &before))
 		show_state_diff(&before, &st_now);
 	verdict(!ret && same(&st_now, &before),
-		"teardown: patch %s removed, state as before", BASE_NAME);
+		"teardown: patch %s removed, state as before", BASE);
 	printf("# kpfuzz: %u cases in %.1f s\n", total.cases, now_s() - t0);
 	return nfailed ? 1 : 0;
 }

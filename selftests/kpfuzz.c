@@ -1,71 +1,53 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * kpfuzz - seeded, reproducible hostile input for kpatch's control file,
- * for the kpatch selftests (test-fuzz.sh).
+ * for the kpatch selftests (test-fuzz.sh, whose header lists what is
+ * written and checked).
  *
  * Usage: kpfuzz [--seed S] [--cases N] [--min-cases N] [--check-every K]
  *               [--only I | --from I] [--nocap N] [--going MODULE]
  *               [--min-going N] [--verdicts FILE] [--verbose]
  *
  * Writes N commands (default 10000), one write(2) each, to
- * /sys/kernel/debug/kpatch/control.  Each comes from one row of gens[]:
- * random bytes, token soups, over-long writes, truncated and mutated
- * valid commands, boundary addresses (0, -1, non-canonical and user
- * addresses, one byte past a function start, the last byte of a function,
- * data, read-only data, per-cpu, init text, ftrace and BPF trampolines),
- * names at and past the length limit and with bad bytes, many pairs, hook
- * words (HOOK=ADDR: the hooks of kpatch_test_shadow, unknown hook names,
- * the same hook twice, '=' at the edges, vmlinux, data and junk
- * addresses) and dry runs (check VERB ...).  Case I is made from its own
- * generator state, derived from S and I only, so `kpfuzz --seed S --only
- * I` replays it on the same kernel.
+ * /sys/kernel/debug/kpatch/control.  Case I comes from one row of gens[],
+ * drawn with a generator state derived from S and I only, so `kpfuzz
+ * --seed S --only I` replays it on the same kernel.  A row builds a
+ * command whose result it knows by construction: the one errno (or OK)
+ * Documentation.txt's grammar gives, taking its checks in their
+ * documented order (shape of the write, verb, name, hook words, number
+ * and syntax of the addresses, whether NAME exists, what the addresses
+ * point to, then the pre and stop hooks).  A command refused for what an
+ * address points to holds one that cannot be a function start for it
+ * (checked against /proc/kallsyms); a command built to be accepted only
+ * pairs test functions of one prototype.  Random bytes and token soups
+ * are judged by a few rules (a NUL or an inner newline, the first word, a
+ * word no address can be); a draw they cannot judge, or whose echo in the
+ * log could look like a splat, is drawn again from the next state.
  *
- * A generator knows the result of what it builds, by construction: the
- * one errno (or OK) Documentation.txt's grammar gives, taking its checks
- * in their documented order (shape of the write, verb, name, hook words,
- * number and syntax of the addresses, whether NAME exists, what the
- * addresses point to, then the pre and stop hooks).  A command built to
- * be refused for what an address points to always holds an address that
- * cannot be a function start for it (checked against /proc/kallsyms), so
- * other real kernel functions may stand next to it; a command built to be
- * accepted only pairs test functions of one prototype (kpatch_test_target,
- * kpatch_test_new, the --going module, and cmdline_proc_show with its
- * replacements).  Random bytes and token soups are judged by a few rules
- * (a NUL or an inner newline, the first word, a word no address can be);
- * a draw the rules cannot judge, or whose echo in the log could look like
- * a splat, is drawn again from the next state.
- *
- * Checked for every case: the result is exactly the expected one, and a
- * refusal logged a "kpatch: " line.  A patch "base" stays enabled
- * throughout.  The state (the patches file, the listing of
- * /sys/kernel/kpatch, ftrace's enabled_functions, the reference counts of
- * the kpatch* modules) is compared with the baseline after every K refused
- * commands (default 20) and before every command expected to be accepted.
- * An accepted command must have changed the patches file as expected and
- * made the patched functions return what their replacements return, its
- * hooks must have been called once each (pre, stop and post of its
- * direction); it is then undone and the state must be the baseline
- * again.  A dry run must call no hook, change nothing (it is checked like
- * a refused command) and leave "VERB NAME ERRNO" in the check file.  The
- * kernel log is read as it grows (it overflows the ring buffer long
- * before the end) and must show no splat.
+ * Every result must be exactly the expected one, and a refusal must log a
+ * "kpatch: " line.  A patch "base" stays enabled throughout.  The state
+ * (patches file, /sys/kernel/kpatch, ftrace's enabled_functions, the
+ * kpatch* modules' reference counts) is compared with the baseline after
+ * every K refused commands (default 20) and before every command expected
+ * to be accepted.  An accepted command must be in effect (patches file,
+ * what the patched functions return) with each of its hooks called once;
+ * it is undone and the state must be the baseline again.  A dry run must
+ * call no hook, change nothing and leave "VERB NAME ERRNO" in the check
+ * file.  /dev/kmsg is read as it grows and must show no splat.
  *
  * Then --nocap N commands (default 200) from a child without
- * CAP_SYS_MODULE, half through a file descriptor opened with it: every one
- * must fail with EPERM.  Writes from unreadable buffers must fail with
- * EFAULT (or EINVAL for their length).  With --going MODULE
- * (kpatch_test_going, whose exit function sleeps), a child unloads
- * MODULE, and while the module is going and after it is gone, commands
- * naming its functions as old or new functions must fail with EINVAL and
- * change nothing.
+ * CAP_SYS_MODULE, half through a file descriptor opened with it, must
+ * fail with EPERM; writes from unreadable buffers with EFAULT (or EINVAL
+ * for their length).  With --going MODULE (kpatch_test_going, whose exit
+ * function sleeps), a child unloads MODULE, and while it is going and
+ * after it is gone, commands naming its functions must fail with EINVAL
+ * and change nothing.
  *
- * Output: "# " lines (cases per generator with their results, the total
- * errno histogram, and each failing case, hex-escaped, with the command
- * that replays it).  With --verdicts FILE, one "ok DESC" or "not ok DESC"
- * line per assertion goes to FILE.  Exit status 0 if every assertion
- * held, 1 if one failed, 2 if the run could not be set up.
- *
- * Built static (gcc -static) for the test guest.
+ * Output: "# " lines (results per generator, the errno histogram, each
+ * failing case hex-escaped with the command that replays it); with
+ * --verdicts FILE, one "ok DESC" or "not ok DESC" line per assertion.
+ * Exit status 0 if every assertion held, 1 if one failed, 2 if the run
+ * could not be set up.  Built static for the test guest.
  */
 
 #define _GNU_SOURCE
@@ -612,11 +594,12 @@ static void build_pools(void)
 	}
 }
 
-static unsigned long pick(struct rng *r, int pool)
+/* A symbol of @pool, by random value @x. */
+static unsigned long pick(int pool, unsigned long x)
 {
 	const struct pool *p = &pools[pool];
 
-	return p->n ? syms[p->idx[rnd(r, p->n)]].addr : 0;
+	return p->n ? syms[p->idx[x % p->n]].addr : 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -950,104 +933,42 @@ static int gen_veto(struct rng *r, struct tcase *t)
 	return verdict_of(c) == OK ? -EINVAL : -EEXIST;
 }
 
-/* An address that cannot be a function start (as a hook if @hook). */
+/*
+ * An address that cannot be a function start (as a hook if @hook): one of
+ * the forms below, made from one random value and checked against
+ * /proc/kallsyms; 0 if none of 100 draws is.
+ */
 static unsigned long bad_addr(struct rng *r, bool hook, bool old)
 {
 	static int on_stack;
-	unsigned long a = 0, f;
 	int tries;
 
 	for (tries = 0; tries < 100; tries++) {
-		switch (rnd(r, 30)) {
-		case 0:
-			a = 0;
-			break;
-		case 1:
-			a = ~0UL - rnd(r, 2);
-			break;
-		case 2: /* non-canonical */
-			a = 1UL << (47 + rnd(r, 17));
-			break;
-		case 3:
-			a = 0xffff7fffffffffffUL;
-			break;
-		case 4:
-			a = 0x00007fffffffffffUL;
-			break;
-		case 5: /* user data */
-			a = (unsigned long)&on_stack;
-			break;
-		case 6: /* user text */
-			a = (unsigned long)bad_addr;
-			break;
-		case 7:
-			a = 0x400000 + rnd(r, 0x100000);
-			break;
-		case 8:
-			a = k_text - 1;
-			break;
-		case 9:
-			a = k_etext;
-			break;
-		case 10:
-			a = k_end;
-			break;
-		case 11:
-			a = 0xffff888000000000UL + (rnext(r) & 0xfffffff000UL);
-			break;
-		case 12:
-			a = 0xffffffffc0000000UL + (rnext(r) & 0x3fffffff);
-			break;
-		case 13:
-			a = rnext(r);
-			break;
-		case 14: /* past a test function start */
-			a = safe[pick_safe(r, 1 + rnd(r, 2), false)].addr + 1 +
-			    rnd(r, 9);
-			break;
-		case 15: /* the last byte of a test function */
-			a = sym_next(safe[pick_safe(r, 1, false)].addr) - 1;
-			break;
-		case 16:
-			a = pick(r, P_VTEXT) + 1 + rnd(r, 9);
-			break;
-		case 17:
-			a = sym_next(pick(r, P_VTEXT)) - 1 - rnd(r, 4);
-			break;
-		case 18:
-			f = pick(r, P_MTEXT);
-			a = f + 1 + rnd(r, 16);
-			break;
-		case 19:
-		case 20: /* data, rodata */
-			a = pick(r, P_VDATA);
-			break;
-		case 21: /* per-cpu */
-			a = pick(r, P_VLOW);
-			break;
-		case 22:
-		case 23:
-			a = pick(r, P_MDATA);
-			break;
-		case 24: /* freed init */
-			a = pick(r, P_VINIT);
-			break;
-		case 25: /* BPF, ftrace */
-			a = pick(r, P_OTHER);
-			break;
-		case 26:
-			a = old ? safe[S_NOTRACE].addr : 0;
-			break;
-		case 27:
-			a = k_sdata - 1 - rnd(r, 8);
-			break;
-		case 28:
-			a = k_einittext + rnd(r, 64);
-			break;
-		default: /* vmlinux functions are no hooks */
-			a = hook ? pick(r, P_VTEXT) : 0;
-			break;
-		}
+		unsigned long x = rnext(r), fn = safe[x % S_COUNT].addr, a;
+		const unsigned long forms[] = {
+			0, ~0UL, ~0UL - 1, k_text - 1, k_etext, k_end,
+			k_sdata - 1 - x % 8, k_einittext + x % 64,
+			/* non-canonical, user data and text, random */
+			1UL << (47 + x % 17), 0xffff7fffffffffffUL,
+			0x00007fffffffffffUL, (unsigned long)&on_stack,
+			(unsigned long)bad_addr, 0x400000 + x % 0x100000, x,
+			/* the direct map, the module area */
+			0xffff888000000000UL + (x & 0xfffffff000UL),
+			0xffffffffc0000000UL + (x & 0x3fffffff),
+			/* inside a test, a vmlinux or a module function */
+			fn + 1 + x % 9, sym_next(fn) - 1,
+			pick(P_VTEXT, x) + 1 + x % 9,
+			sym_next(pick(P_VTEXT, x)) - 1 - x % 4,
+			pick(P_MTEXT, x) + 1 + x % 16,
+			/* data, rodata, per-cpu, freed init, BPF, ftrace */
+			pick(P_VDATA, x), pick(P_VDATA, x >> 32), pick(P_VLOW, x),
+			pick(P_MDATA, x), pick(P_MDATA, x >> 32),
+			pick(P_VINIT, x), pick(P_OTHER, x),
+			old ? safe[S_NOTRACE].addr : 0,
+			hook ? pick(P_VTEXT, x) : 0,	/* no hook in vmlinux */
+		};
+
+		a = forms[rnd(r, ARRAY_SIZE(forms))];
 		if (hook ? a && !maybe_function(a, true) :
 		    !maybe_function(a, false) || (old && a == safe[S_NOTRACE].addr))
 			return a;
@@ -1060,9 +981,9 @@ static unsigned long any_function(struct rng *r, bool old)
 {
 	switch (rnd(r, 4)) {
 	case 0:
-		return pick(r, P_VTEXT);
+		return pick(P_VTEXT, rnext(r));
 	case 1:
-		return pick(r, P_MTEXT);
+		return pick(P_MTEXT, rnext(r));
 	default:
 		return safe[pick_safe(r, 1 + chance(r, 20), old)].addr;
 	}
@@ -1607,6 +1528,7 @@ static char tracefs_enabled[128], cmdline_orig[4096];
 static struct buf st_base, st_now;
 static int control_fd = -1;
 static bool verbose, aborted;
+static char skipped[256];	/* @skip's "NAME REFCOUNT" in the last snapshot */
 
 /* The state a refused command must not change; without @skip's module. */
 static void snapshot(struct buf *s, const char *skip)
@@ -1615,6 +1537,7 @@ static void snapshot(struct buf *s, const char *skip)
 	FILE *m;
 
 	s->len = 0;
+	skipped[0] = '\0';
 	bprintf(s, "== patches\n");
 	cat_file(s, PATCHES);
 	bprintf(s, "== sysfs\n");
@@ -1628,7 +1551,9 @@ static void snapshot(struct buf *s, const char *skip)
 		name = strsep(&p, " ");
 		strsep(&p, " ");
 		refs = p ? strsep(&p, " ") : "";
-		if (!strncmp(name, "kpatch", 6) && (!skip || strcmp(name, skip)))
+		if (skip && !strcmp(name, skip))
+			snprintf(skipped, sizeof(skipped), "%s %s", name, refs);
+		else if (!strncmp(name, "kpatch", 6))
 			bprintf(s, "%s %s\n", name, refs);
 	}
 	if (m)
@@ -2319,27 +2244,6 @@ static void gen_going(unsigned int i, struct buf *b)
 		bputc(b, '\n');
 }
 
-/* Take module @mod's "NAME REFCOUNT" line out of snapshot @s, into @out. */
-static void take_module_line(struct buf *s, const char *mod, char *out,
-			     size_t size)
-{
-	char *p = strstr(bstr(s), "== modules\n");
-	size_t len = strlen(mod), n;
-
-	out[0] = '\0';
-	while (p && (p = strchr(p, '\n'))) {
-		p++;
-		if (!strncmp(p, mod, len) && p[len] == ' ') {
-			n = strcspn(p, "\n");
-			snprintf(out, size, "%.*s", (int)n, p);
-			n += !!p[n];
-			memmove(p, p + n, s->len - (p + n - (char *)s->p));
-			s->len -= n;
-			return;
-		}
-	}
-}
-
 /*
  * Going case @i must fail with EINVAL, log why and change nothing: the
  * state without the going module must be @base, and the module's own
@@ -2348,7 +2252,6 @@ static void take_module_line(struct buf *s, const char *mod, char *out,
 static bool going_case(int g, unsigned int i, struct buf *b,
 		       const struct buf *base, const char *modline)
 {
-	char line[256];
 	unsigned int nkp;
 	bool good = true;
 	int res;
@@ -2369,16 +2272,15 @@ static bool going_case(int g, unsigned int i, struct buf *b,
 		report(i, g, b, "refused without a 'kpatch: ' log line", res,
 		       EINVAL);
 	}
-	snapshot(&st_now, NULL);
-	take_module_line(&st_now, going_mod, line, sizeof(line));
+	snapshot(&st_now, going_mod);
 	if (!same(&st_now, base)) {
 		report(i, g, b, "state changed", res, EINVAL);
 		show_state_diff((struct buf *)base, &st_now);
 		good = false;
 	}
-	if (modline && *line && strcmp(line, modline)) {
+	if (modline && *skipped && strcmp(skipped, modline)) {
 		printf("# kpfuzz: going case %u: /proc/modules: '%s' became '%s'\n",
-		       i, modline, line);
+		       i, modline, skipped);
 		good = false;
 	}
 	return good;
@@ -2392,7 +2294,7 @@ static bool going_case(int g, unsigned int i, struct buf *b,
 static void run_going(void)
 {
 	char modpath[256], state_path[300], st[64], modline[256] = "";
-	static struct buf b, base, full;
+	static struct buf b, base;
 	unsigned int i, in_window = 0, n = 0;
 	bool good = true, seen;
 	int status = -1;
@@ -2401,7 +2303,6 @@ static void run_going(void)
 
 	binit(&b, BUF_MAX);
 	binit(&base, 1 << 18);
-	binit(&full, 1 << 18);
 	snprintf(modpath, sizeof(modpath), "/sys/module/%s", going_mod);
 	snprintf(state_path, sizeof(state_path), "%s/initstate", modpath);
 	read_line(state_path, st, sizeof(st));
@@ -2425,8 +2326,8 @@ static void run_going(void)
 	if (seen) {
 		going_state = 1;
 		/* Its line in the window: no reference may appear. */
-		snapshot(&full, NULL);
-		take_module_line(&full, going_mod, modline, sizeof(modline));
+		snapshot(&st_now, going_mod);
+		snprintf(modline, sizeof(modline), "%s", skipped);
 		printf("# kpfuzz: going: %s is going ('%s'), %.0f ms after rmmod\n",
 		       going_mod, modline, (now_s() - t0) * 1000);
 	} else {
@@ -2461,7 +2362,6 @@ static void run_going(void)
 		"gone: every command naming it refused with EINVAL, state unchanged");
 	free(b.p);
 	free(base.p);
-	free(full.p);
 }
 
 /* ------------------------------------------------------------------ */

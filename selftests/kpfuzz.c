@@ -2188,57 +2188,47 @@ static void run_fault(void)
 static unsigned long going_data;
 static unsigned int min_going = 20;
 
-/* Going case @i: the going module's addresses; EINVAL each. */
+/*
+ * Going case @i: a command naming the going module's function (g), its
+ * new function (n), its data (d) or a byte past g (p), alone or next to
+ * valid pairs (b c: kpatch_test_value_b and its v1, a: value_a's v2, m M:
+ * cmdline_proc_show and its v1, A: kpatch_test_value_a); h: g as a hook;
+ * in the dry run, k and K put n either as new function or as a hook.
+ * EINVAL each.
+ */
 static void gen_going(unsigned int i, struct buf *b)
 {
+	static const char * const forms[] = {
+		"patch gc", "patch bn", "patch gn", "patch bcga", "replace gn",
+		"patch bd", "patch pc", "patch bnmM", "patch bch",
+		"check patch bkK", "replace Anbc",
+	};
+	static const char letters[] = "gndbcaAmM";
+	const char *f = forms[i % ARRAY_SIZE(forms)], *w = strrchr(f, ' ');
 	unsigned long g = safe[S_GOING].addr, gn = safe[S_GOING_NEW].addr;
-	unsigned long b0 = safe[S_B].addr, b1 = safe[S_B1].addr;
-	unsigned long a2 = safe[S_A2].addr, c0 = safe[S_CMDLINE].addr;
+	const unsigned long addr[] = {
+		g, gn, going_data, safe[S_B].addr, safe[S_B1].addr,
+		safe[S_A2].addr, safe[S_A].addr, safe[S_CMDLINE].addr,
+		safe[S_CMDLINE1].addr,
+	};
 	struct rng r;
 	bool k;
 
 	rng_init(&r, 3, i, 0);
-	b->len = 0;
 	k = chance(&r, 50);
-	switch (i % 11) {
-	case 0:		/* its function as the old one */
-		bprintf(b, "patch g%u %016lx %016lx", i, g, b1);
-		break;
-	case 1:		/* as the new one */
-		bprintf(b, "patch g%u %016lx %016lx", i, b0, gn);
-		break;
-	case 2:		/* both */
-		bprintf(b, "patch g%u %016lx %016lx", i, g, gn);
-		break;
-	case 3:		/* a valid pair first, then the module */
-		bprintf(b, "patch g%u %016lx %016lx %016lx %016lx", i, b0, b1,
-			g, a2);
-		break;
-	case 4:
-		bprintf(b, "replace g%u %016lx %016lx", i, g, gn);
-		break;
-	case 5:		/* its data */
-		bprintf(b, "patch g%u %016lx %016lx", i, b0, going_data);
-		break;
-	case 6:		/* past its function start */
-		bprintf(b, "patch g%u %016lx %016lx", i, g + 1 + rnd(&r, 8), b1);
-		break;
-	case 7:		/* the module's new function, then a valid pair */
-		bprintf(b, "patch g%u %016lx %016lx %016lx %016lx", i, b0, gn,
-			c0, safe[S_CMDLINE1].addr);
-		break;
-	case 8:		/* its function as a hook */
-		bprintf(b, "patch g%u %016lx %016lx %s=%016lx", i, b0, b1,
-			hook_names[rnd(&r, NR_HOOKS)], g);
-		break;
-	case 9:		/* a dry run naming it, as new function or hook */
-		bprintf(b, "check patch g%u %016lx %016lx post-unpatch=%016lx",
-			i, b0, k ? gn : b1, k ? hookfn[0] : gn);
-		break;
-	default:
-		bprintf(b, "replace g%u %016lx %016lx %016lx %016lx", i,
-			safe[S_A].addr, gn, b0, b1);
-		break;
+	b->len = 0;
+	bprintf(b, "%.*s g%u", (int)(w - f), f, i);
+	while (*++w) {
+		if (*w == 'h')
+			bprintf(b, " %s=%016lx", hook_names[rnd(&r, NR_HOOKS)], g);
+		else if (*w == 'K')
+			bprintf(b, " post-unpatch=%016lx", k ? hookfn[0] : gn);
+		else if (*w == 'k')
+			bprintf(b, " %016lx", k ? gn : safe[S_B1].addr);
+		else if (*w == 'p')
+			bprintf(b, " %016lx", g + 1 + rnd(&r, 8));
+		else
+			bprintf(b, " %016lx", addr[strchr(letters, *w) - letters]);
 	}
 	if (chance(&r, 30))
 		bputc(b, '\n');

@@ -1052,11 +1052,12 @@ static int gen_name(struct rng *r, struct tcase *t)
 	unsigned int i;
 
 	valid_cmd(r, c, true);
-	if (chance(r, 15)) {
+	if (chance(r, 15)) {	/* mostly a dry run, as in gen_long() */
 		c->name_len = NAME_MAX_LEN;
 		for (i = 0; i < NAME_MAX_LEN; i++)
 			c->name[i] = name_chars[rnd(r, sizeof(name_chars) - 1)];
-		set_cmd(r, t, true);
+		c->check = chance(r, 75);
+		render(r, t);
 		return verdict_of(c);
 	}
 	if (chance(r, 40)) {
@@ -1181,10 +1182,16 @@ static int gen_check(struct rng *r, struct tcase *t)
 static int gen_long(struct rng *r, struct tcase *t)
 {
 	struct buf *b = &t->b;
-	int want = gen_valid(r, t);
-	size_t len = CMD_MAX, nl = b->len && b->p[b->len - 1] == '\n';
+	int want;
+	size_t len = CMD_MAX, nl;
 	unsigned int i;
 
+	/* Mostly a dry run: the limit is the parser's, and a switch is slow. */
+	valid_cmd(r, &t->c, true);
+	t->c.check = chance(r, 75);
+	render(r, t);
+	want = verdict_of(&t->c);
+	nl = b->len && b->p[b->len - 1] == '\n';
 	if (chance(r, 60)) {
 		want = -EINVAL;
 		len = chance(r, 50) ? CMD_MAX + 1 : CMD_MAX + 1 + rnd(r, BUF_MAX - CMD_MAX);
@@ -1401,17 +1408,25 @@ static int gen_tokens(struct rng *r, struct tcase *t)
 	return judge_soup(t);
 }
 
+/*
+ * Weights, per hundred cases.  A refusal by the parser costs a fraction
+ * of a millisecond in the guest; an accepted command (applied, checked,
+ * undone) or a veto (refused once its ftrace sites are set up) costs a
+ * hundred times that.  "valid" and "veto" are weighed to keep the run
+ * within its time, and the other generators that may build an accepted
+ * command make most of those dry runs.
+ */
 static const struct gen {
 	const char *name;
 	int (*fn)(struct rng *r, struct tcase *t);
 	unsigned int weight;
 } gens[] = {
-	{ "bytes", gen_bytes, 8 }, { "tokens", gen_tokens, 8 },
-	{ "long", gen_long, 4 }, { "mutate", gen_mutate, 16 },
-	{ "addr", gen_addr, 14 }, { "name", gen_name, 8 },
-	{ "pairs", gen_pairs, 6 }, { "hook", gen_hook, 10 },
-	{ "check", gen_check, 3 }, { "exist", gen_exist, 8 },
-	{ "veto", gen_veto, 4 }, { "valid", gen_valid, 11 },
+	{ "bytes", gen_bytes, 8 }, { "tokens", gen_tokens, 9 },
+	{ "long", gen_long, 3 }, { "mutate", gen_mutate, 19 },
+	{ "addr", gen_addr, 18 }, { "name", gen_name, 9 },
+	{ "pairs", gen_pairs, 6 }, { "hook", gen_hook, 12 },
+	{ "check", gen_check, 4 }, { "exist", gen_exist, 8 },
+	{ "veto", gen_veto, 1 }, { "valid", gen_valid, 3 },
 };
 
 enum { G_NOCAP = ARRAY_SIZE(gens), G_FAULT, G_GOING, G_GONE, G_COUNT };
@@ -1612,6 +1627,7 @@ static int patch_base(void)
 static struct stats {
 	unsigned int cases, redrawn, wrong, undocumented;
 	unsigned int hist[256];		/* by errno; [0]: OK; [255]: other */
+	double secs;			/* written, checked and undone */
 } stats[G_COUNT], total;
 
 static unsigned int nstate_fail, naccept_fail, nnolog, nreports;
@@ -1631,8 +1647,9 @@ static void print_hist(const char *what, const struct stats *s)
 {
 	unsigned int i;
 
-	printf("# kpfuzz: %-7s %6u cases, %4u redrawn:", what, s->cases,
+	printf("# kpfuzz: %-7s %6u cases, %4u redrawn", what, s->cases,
 	       s->redrawn);
+	printf(s->secs ? ", %5.1f s:" : ":", s->secs);
 	for (i = 0; i < 256; i++)
 		if (s->hist[i])
 			printf(" %s %u", i == 255 ? "short" : errname(i),
@@ -1895,12 +1912,20 @@ static void undo_unexpected(struct buf *b)
 static unsigned int check_every = 20, pending;
 static long long pending_from = -1;
 
+/* Where the main run's time goes: see its "time:" line. */
+static double t_gen, t_write, t_accept, t_check;
+static unsigned int n_accept, n_check;
+
 /* Compare the state with the baseline after refused commands. */
 static void check_pending(void)
 {
+	double t = now_s();
+
 	if (!pending)
 		return;
+	n_check++;
 	snapshot(&st_now, NULL);
+	t_check += now_s() - t;
 	if (!same(&st_now, &st_base)) {
 		nstate_fail++;
 		printf("# kpfuzz: FAIL: state changed by one of %u cases from %lld\n",
@@ -1919,6 +1944,7 @@ static void run_one(long long index, int g, struct tcase *t)
 {
 	char line[400], want[400];
 	unsigned int nkp;
+	double t0;
 	int res;
 
 	if (t->accept)
@@ -1927,8 +1953,10 @@ static void run_one(long long index, int g, struct tcase *t)
 		return;
 	if (t->accept || t->c.check)
 		calls_before = hook_calls();
+	t0 = now_s();
 	res = write_cmd(control_fd, &t->b);
 	nkp = res > 0 ? kmsg_refusal() : kmsg_drain();
+	t_write += now_s() - t0;
 	count(g, res);
 	if (verbose) {
 		printf("# case %lld %s: \"", index, gen_name_of(g));
@@ -1965,7 +1993,10 @@ static void run_one(long long index, int g, struct tcase *t)
 		}
 	}
 	if (!res && t->accept) {
+		t0 = now_s();
 		check_accepted(index, g, t);
+		t_accept += now_s() - t0;
+		n_accept++;
 	} else {
 		if (!res && !t->c.check)
 			undo_unexpected(&t->b);
@@ -1985,12 +2016,15 @@ static void run_main(long long from, unsigned int ncases, bool only)
 
 	binit(&t.b, BUF_MAX);
 	for (index = from; written < ncases && !aborted; index++) {
+		double t0 = now_s();
+
 		for (attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
 			g = make_case(index, attempt, &t);
 			if (g >= 0)
 				break;
 			total.redrawn++;
 		}
+		t_gen += now_s() - t0;
 		if (g < 0)
 			continue;
 		stats[g].redrawn += attempt;
@@ -2000,11 +2034,18 @@ static void run_main(long long from, unsigned int ncases, bool only)
 			print_escaped(t.b.p, t.b.len, 2 * CMD_MAX);
 			printf("\"\n# kpfuzz: expected: %s\n", errname(t.want));
 		}
+		t0 = now_s();
 		run_one(index, g, &t);
+		stats[g].secs += now_s() - t0;
+		total.secs += now_s() - t0;
 		written++;
 	}
 	check_pending();
 	free(t.b.p);
+	printf("# kpfuzz: time: making cases %.1f s, writes %.1f s,", t_gen,
+	       t_write);
+	printf(" %u accepted checked and undone %.1f s, %u state checks %.1f s\n",
+	       n_accept, t_accept, n_check, t_check);
 }
 
 /* ------------------------------------------------------------------ */

@@ -10,6 +10,11 @@
 # keep kpatch_test_exit pinned; once the thread has left, the unpatch
 # goes through.  First, as a plain sanity check, patching and unpatching
 # proc_exit_connector() works while many short-lived processes exit.
+# Last, on kernels with fault injection (the test bed's debug kernel):
+# when more processes exit at once than kpatch has records in reserve,
+# and every allocation of theirs fails, kpatch no longer knows every
+# exiting task, and refuses the next patch and its dry run with ENOMEM,
+# saying why, and changes nothing.
 #
 # On kernels whose RCU Tasks waits for exiting tasks (6.1), an unpatch
 # that wrongly goes ahead blocks in ftrace until the thread is released,
@@ -81,8 +86,59 @@ writer_done() {
 	[ -e "$KP_TMP/writer.done" ]
 }
 
+# The exit probe's reserve of records (KPATCH_EXITING_RESERVE in kpatch.c)
+RESERVE=32
+FAILSLAB=/sys/kernel/debug/failslab
+failslab_saved=
+parent=
+
+# failslab_set: fail every slab allocation, atomic ones included, of the
+# tasks that ask for it (/proc/PID/make-it-fail), and of no other task
+failslab_set() {
+	failslab_saved=$(for f in probability interval times verbose task-filter; do
+		printf '%s=%s ' "$f" "$(cat "$FAILSLAB/$f")"
+	done) || return 1
+	diag "failslab was: $failslab_saved"
+	echo Y >"$FAILSLAB/task-filter" && echo 0 >"$FAILSLAB/verbose" &&
+		echo 1 >"$FAILSLAB/interval" && echo -1 >"$FAILSLAB/times" &&
+		echo 100 >"$FAILSLAB/probability"
+}
+
+# failslab_restore: the settings before failslab_set, probability first
+failslab_restore() {
+	for f in $failslab_saved; do
+		echo "${f#*=}" >"$FAILSLAB/${f%%=*}"
+	done
+	failslab_saved=
+}
+
+# children_failing N: $parent has N children, and each has made its
+# slab allocations fail
+children_failing() {
+	_cf_n=0
+	for _cf_s in /proc/[0-9]*/status; do
+		grep -q "^PPid:[[:space:]]*$parent\$" "$_cf_s" 2>/dev/null || continue
+		[ "$(cat "${_cf_s%status}make-it-fail" 2>/dev/null)" = 1 ] || return 1
+		_cf_n=$((_cf_n + 1))
+	done
+	[ "$_cf_n" -eq "$1" ]
+}
+
+# children_zombies N: N children of $parent, all of them exited
+children_zombies() {
+	_cz_n=0
+	for _cz_s in /proc/[0-9]*/status; do
+		grep -q "^PPid:[[:space:]]*$parent\$" "$_cz_s" 2>/dev/null || continue
+		grep -q '^State:[[:space:]]*Z' "$_cz_s" || return 1
+		_cz_n=$((_cz_n + 1))
+	done
+	[ "$_cz_n" -eq "$1" ]
+}
+
 # exiting_cleanup: stop what may still run, before the cleanup unpatches
 exiting_cleanup() {
+	[ -z "$failslab_saved" ] || failslab_restore
+	[ -z "$parent" ] || { kill "$parent"; wait "$parent"; } 2>/dev/null
 	churn_stop >/dev/null
 	if modparam_is kpatch_test_exit state 1; then
 		echo 1 >"$EXIT_PARAMS/release"
@@ -172,3 +228,53 @@ else
 	skip "release the thread, unpatch, rmmod: kpatch_test_exit is gone already"
 fi
 check_no_splat
+
+start_test "more exiting tasks than kpatch can record"
+if [ ! -d "$FAILSLAB" ] || [ ! -e /proc/self/make-it-fail ]; then
+	skip "no CONFIG_FAILSLAB here (the debug kernel has it)"
+else
+	mod_loaded kpatch_test_exit || load_mod kpatch_test_exit ||
+		bail "setup: load kpatch_test_exit"
+	new=$(sym kpatch_test_exit_connector kpatch_test_exit) ||
+		bail "setup: find kpatch_test_exit_connector"
+	n=$((RESERVE + 8))
+	failslab_set || bail "setup: failslab set up ($FAILSLAB)"
+	# N processes hold a fifo open, make their allocations fail, and
+	# wait for a line; their parent then becomes a sleep, which never
+	# reaps them.  So all their records would be in use at once, and
+	# none can be allocated: the reserve runs dry.
+	rm -f "$KP_TMP/go"
+	mkfifo "$KP_TMP/go"
+	diag "% $n processes whose allocations fail exit, unreaped"
+	sh -c '
+		i=0
+		while [ "$i" -lt "$2" ]; do
+			(exec 3<>"$1"; echo 1 >/proc/self/make-it-fail;
+			 read -r _ <&3) &
+			i=$((i + 1))
+		done
+		exec sleep 600' sh "$KP_TMP/go" "$n" &
+	parent=$!
+	wait_until children_failing "$n" ||
+		bail "setup: $n processes whose allocations fail"
+	seq "$n" >"$KP_TMP/go"
+	check "the $n processes have exited, unreaped" \
+		wait_until children_zombies "$n"
+	log_mark
+	save_state
+	expect_refused ENOMEM patch lost "$old" "$new"
+	expect_errno ENOMEM check patch lost "$old" "$new"
+	check_state_unchanged
+	check_log "the log says why, for the patch and its dry run" <<-EOF
+		kpatch: patch 'lost' refused: out of memory recording an exiting task earlier, kpatch cannot check every stack any more
+		kpatch: check patch 'lost': out of memory recording an exiting task earlier, kpatch cannot check every stack any more
+		kpatch: check patch 'lost': would fail (-12)
+	EOF
+	check_eq "proc_exit_connector not patched: the next exit runs it" \
+		"$(calls)" "$(sh -c : && calls)"
+	failslab_restore
+	kill "$parent"
+	wait "$parent" 2>/dev/null || :
+	parent=
+	check_no_splat
+fi

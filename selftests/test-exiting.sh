@@ -112,27 +112,26 @@ failslab_restore() {
 	failslab_saved=
 }
 
-# children_failing N: $parent has N children, and each has made its
-# slab allocations fail
-children_failing() {
-	_cf_n=0
-	for _cf_s in /proc/[0-9]*/status; do
-		grep -q "^PPid:[[:space:]]*$parent\$" "$_cf_s" 2>/dev/null || continue
-		[ "$(cat "${_cf_s%status}make-it-fail" 2>/dev/null)" = 1 ] || return 1
-		_cf_n=$((_cf_n + 1))
+# children N TEST: $parent has N children, and TEST /proc/PID holds for
+# each of them
+children() {
+	_ch_n=0
+	for _ch_s in /proc/[0-9]*/status; do
+		grep -q "^PPid:[[:space:]]*$parent\$" "$_ch_s" 2>/dev/null || continue
+		"$2" "${_ch_s%/status}" || return 1
+		_ch_n=$((_ch_n + 1))
 	done
-	[ "$_cf_n" -eq "$1" ]
+	[ "$_ch_n" -eq "$1" ]
 }
 
-# children_zombies N: N children of $parent, all of them exited
-children_zombies() {
-	_cz_n=0
-	for _cz_s in /proc/[0-9]*/status; do
-		grep -q "^PPid:[[:space:]]*$parent\$" "$_cz_s" 2>/dev/null || continue
-		grep -q '^State:[[:space:]]*Z' "$_cz_s" || return 1
-		_cz_n=$((_cz_n + 1))
-	done
-	[ "$_cz_n" -eq "$1" ]
+# failing /proc/PID: the task has made its slab allocations fail
+failing() {
+	[ "$(cat "$1/make-it-fail" 2>/dev/null)" = 1 ]
+}
+
+# zombie /proc/PID: the task has exited and waits to be reaped
+zombie() {
+	grep -q '^State:[[:space:]]*Z' "$1/status"
 }
 
 # exiting_cleanup: stop what may still run, before the cleanup unpatches
@@ -255,11 +254,11 @@ else
 		done
 		exec sleep 600' sh "$KP_TMP/go" "$n" &
 	parent=$!
-	wait_until children_failing "$n" ||
+	wait_until children "$n" failing ||
 		bail "setup: $n processes whose allocations fail"
 	seq "$n" >"$KP_TMP/go"
 	check "the $n processes have exited, unreaped" \
-		wait_until children_zombies "$n"
+		wait_until children "$n" zombie
 	log_mark
 	save_state
 	expect_refused ENOMEM patch lost "$old" "$new"

@@ -365,12 +365,10 @@ struct kpatch_seen {
 };
 
 /*
- * One update, as handed to the stop_machine() callback.  Everything in it
- * is prepared beforehand; the callback only checks stacks and relinks.
- */
-/*
- * One update, on the stack of kpatch_enable() or kpatch_disable().  Its
- * members have three lifetimes, and each group says who owns it:
+ * One update, on the stack of kpatch_enable() or kpatch_disable(), and
+ * handed to the stop_machine() callback, which only checks stacks and
+ * relinks what was prepared beforehand.  Its members have three
+ * lifetimes, and each group says who owns it:
  *
  *  - the request, set by the caller for the whole update (every try);
  *  - one try's arrays, allocated by kpatch_try() or kpatch_dry_run() and

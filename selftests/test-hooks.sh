@@ -28,6 +28,8 @@
 # - kpatch_register() with hooks: a veto or a stop hook failure returns
 #   the errno and leaves the structures byte-identical; a hook in __init
 #   text is refused.
+# - On a kernel with Indirect Branch Tracking, a hook without ENDBR is
+#   refused (an indirect call of it would fault).
 #
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
@@ -370,6 +372,20 @@ bad "hook in the middle of a function" "e1: stop-patch hook .*is not the start o
 	"patch e1 $f $f1 stop-patch=$(addr_add "$h_stop_patch" 1)"
 bad "hook address is module data" "e1: post-patch hook .*is not .*text" \
 	"patch e1 $f $f1 post-patch=$tdata"
+# kpatch_test_hooks_plain is never called through a pointer: on a kernel
+# with Indirect Branch Tracking it has no ENDBR, and an indirect call of
+# it would fault; elsewhere it is a hook like any other
+plain=$(hsym plain)
+[ -n "$plain" ] || bail "setup: find kpatch_test_hooks_plain"
+if [ "$(cat "$HP/ibt")" = Y ]; then
+	bad "hook without ENDBR (IBT kernel)" \
+		"e1: pre-patch hook .*does not start with ENDBR: it cannot be called indirectly" \
+		"patch e1 $f $f1 pre-patch=$plain"
+else
+	start_test "hook without ENDBR where no IBT needs one"
+	log_mark
+	expect_ok check patch e1 "$f" "$f1" pre-patch="$plain"
+fi
 bad "hook in a module that is gone" "e1: pre-patch hook $(echo "$gone" | sed 's/^0*//')" \
 	"patch e1 $f $f1 pre-patch=$gone"
 bad "unknown hook keyword" "pre-frob.*hook|hook.*pre-frob" \

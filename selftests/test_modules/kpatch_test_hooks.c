@@ -478,6 +478,26 @@ static struct kpatch_module kpatch_test_hooks_kpmod = {
 	},
 };
 
+/*
+ * A function that nothing calls through a pointer: static, not
+ * address-taken, so on kernels with Indirect Branch Tracking it has no
+ * ENDBR, and kpatch must refuse it as a hook (an indirect call to it would
+ * fault).  The module's init calls it once, directly, so that it exists;
+ * __noclone keeps its name in /proc/kallsyms.  "ibt" says whether the
+ * kernel tracks indirect branches.
+ */
+static bool kpatch_test_hooks_plain_ran;
+
+static noinline __noclone int kpatch_test_hooks_plain(struct kpatch_module *kpmod)
+{
+	WRITE_ONCE(kpatch_test_hooks_plain_ran, true);
+	return kpmod ? kpatch_test_hooks_run(kpmod, KPATCH_PRE_PATCH) : 0;
+}
+
+static bool ibt = IS_ENABLED(CONFIG_X86_KERNEL_IBT);
+module_param(ibt, bool, 0444);
+MODULE_PARM_DESC(ibt, "whether the kernel has Indirect Branch Tracking (read-only)");
+
 /* a hook in __init text, which kpatch must refuse */
 static int __init kpatch_test_hooks_init_hook(struct kpatch_module *kpmod)
 {
@@ -531,6 +551,7 @@ static int __init kpatch_test_hooks_api(void)
 
 static int __init kpatch_test_hooks_init(void)
 {
+	kpatch_test_hooks_plain(NULL);
 	if (api)
 		return kpatch_test_hooks_api();
 	return 0;

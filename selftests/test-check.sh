@@ -8,7 +8,7 @@
 # EBUSY when tasks are in an affected function.  The result of the last
 # check is in /sys/kernel/debug/kpatch/check: "VERB NAME ERRNO", then one
 # "PID WHERE COMM" line per blocking task; the kernel log has a summary
-# line and one line per blocker.
+# line and one line per blocker, 64 at most, then how many more.
 #
 # The blockers are kpatch_test_hooks's sleepers ("kp sleeper <i>", a comm
 # with blanks), in kpatch_test_hooks_sleep_fn() or, once it is patched,
@@ -319,5 +319,24 @@ check_state_unchanged
 msgs=$(log_since_mark)
 check_no_grep "kpatch knows the command check" "kpatch: unknown command" "$msgs"
 check_grep "kpatch says what check expects" "kpatch: check.*patch.*unpatch" "$msgs"
+
+# kpatch keeps room for 64 blockers: the 65th and later are counted only
+start_test "check with more tasks in the way than it lists"
+start_sleepers 70
+log_mark
+dry_busy patch s1 "$sl" "$sl_new"
+check_eq "check file: the first line, 64 blockers, then how many more" \
+	"patch s1 -16,64,+6 more" \
+	"$(check_file | head -n 1),$(check_file | grep -c "^[0-9]* kpatch_test_hooks:kpatch_test_hooks_sleep_fn[+].* kp sleeper [0-9]*$"),$(check_file | tail -n 1)"
+check_eq "check file: nothing else" 66 "$(check_file | wc -l)"
+msgs=$(log_since_mark)
+check_grep "log: would fail, 70 tasks" \
+	"kpatch: check patch 's1': would fail [(](-16|EBUSY)[)]: 70 tasks in the way" "$msgs"
+check_eq "log: 64 blockers" 64 \
+	"$(printf '%s\n' "$msgs" | grep -c "kpatch: check patch 's1': pid [0-9]* [(]kp sleeper [0-9]*[)] in kpatch_test_hooks_sleep_fn[+]")"
+check_grep "log: and 6 more" "kpatch: check patch 's1': and 6 more$" "$msgs"
+release_sleepers
+dry_ok patch s1 "$sl" "$sl_new"
+check_no_splat
 
 param kpatch retries "$retries"

@@ -300,8 +300,9 @@ EXPORT_SYMBOL_GPL(kpatch_test_hooks_post_unpatch);
 
 /* ---- sleepers ---- */
 
-#define KPATCH_TEST_HOOKS_MAX_SLEEPERS	16
-#define KPATCH_TEST_HOOKS_BATCH		4
+/* A batch is more than the 64 blockers a dry run lists. */
+#define KPATCH_TEST_HOOKS_MAX_SLEEPERS	96
+#define KPATCH_TEST_HOOKS_BATCH		80
 
 static bool release;
 static DECLARE_WAIT_QUEUE_HEAD(kpatch_test_hooks_wq);

@@ -74,6 +74,10 @@ int kpatch_test_sib_fn_new(void);
 int kpatch_test_sib_helper(void);
 int kpatch_test_sib_other(void);
 
+/* kpatch_test_cold.ko */
+int kpatch_test_cold_fn(int slow);
+int kpatch_test_cold_fn_new(int slow);
+
 /* kpatch_test_hooks.ko: the value functions return 100 (f1: 101, ...) */
 int kpatch_test_hooks_f(void);
 int kpatch_test_hooks_f1(void);

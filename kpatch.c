@@ -399,7 +399,7 @@ struct kpatch_update {
 
 	/* One try, from kpatch_build_ranges(), freed by the try. */
 	struct kpatch_range *ranges;	/* sorted, disjoint */
-	unsigned int nr_ranges;
+	unsigned int nr_ranges, max_ranges;
 
 	/*
 	 * One pre-walk, from kpatch_prewalk(), freed by kpatch_forget():
@@ -988,14 +988,141 @@ static int kpatch_cmp_range(const void *a, const void *b)
 	return 0;
 }
 
-static void kpatch_add_range(struct kpatch_update *upd, unsigned long start,
-			     unsigned long size)
+static int kpatch_add_range(struct kpatch_update *upd, unsigned long start,
+			    unsigned long size)
 {
+	struct kpatch_range *r;
+
 	if (!size)
-		return;
+		return 0;
+	if (upd->nr_ranges == upd->max_ranges) {
+		r = krealloc_array(upd->ranges, 2 * upd->max_ranges, sizeof(*r),
+				   GFP_KERNEL);
+		if (!r)
+			return -ENOMEM;
+		upd->ranges = r;
+		upd->max_ranges *= 2;
+	}
 	upd->ranges[upd->nr_ranges].start = start;
 	upd->ranges[upd->nr_ranges].end = start + size;
 	upd->nr_ranges++;
+	return 0;
+}
+
+/*
+ * A function's pieces.  The compiler may move the unlikely blocks of a
+ * function f into f.cold, and a part of its body into f.part.N, each in
+ * another place and listed by kallsyms as a function of its own.  f goes
+ * to its .cold piece by a jump, and the piece jumps back into f; it may go
+ * to a .part piece by a jump too (a tail call; a call leaves a return
+ * address in f, which the check sees anyway).  A task that sleeps in a
+ * call made from such a piece has no return address in f, yet it runs f's
+ * code when it wakes: to the stack check, the pieces are f.
+ *
+ * They are found by reading f's code: a jump to another section has a
+ * 32-bit displacement, jmp (e9) or jcc (0f 80-8f).  Every byte is tried as
+ * an opcode; a false match points anywhere and fails the name test, as do
+ * tail calls of other functions.  A static branch that is off is a NOP
+ * whose target cannot be read: a piece that only such a branch leads to
+ * is not found (see Documentation.txt).  The code is read while it may be
+ * patched (ftrace, static keys); each piece found is a real one, whatever
+ * the bytes around it were.
+ */
+#define KPATCH_PIECES_MAX	8
+
+/*
+ * Is @sym, as sprint_symbol() prints it, the start of a piece of the
+ * function called @name (@len bytes): "<name>.cold", "<name>.part.N",
+ * "<name>.part.N.cold" and the like?  Then its size goes to @size.
+ */
+static __cold bool kpatch_piece_name(char *sym, const char *name, size_t len,
+				     unsigned long *size)
+{
+	char *p = sym + len;
+
+	if (strncmp(sym, name, len))
+		return false;
+	if (str_has_prefix(p, ".cold"))
+		p += 5;
+	else if (str_has_prefix(p, ".part."))
+		p += 6;
+	else
+		return false;
+	while (isdigit(*p) || *p == '.')
+		p++;
+	if (str_has_prefix(p, "cold"))
+		p += 4;
+	while (isdigit(*p) || *p == '.')
+		p++;
+	if (!str_has_prefix(p, "+0x0/"))
+		return false;
+	p += 5;
+	p[strcspn(p, " ")] = '\0';
+	return !kstrtoul(p, 16, size);
+}
+
+/*
+ * Add the function at @addr, @size bytes, and its pieces to the ranges.
+ * The function is pinned text (vmlinux, or a module that a pin or the
+ * patch being prepared holds), so its bytes can be read.  The pieces of
+ * pieces are looked for too, in the first KPATCH_PIECES_MAX found.
+ */
+static __cold int kpatch_add_code(struct kpatch_update *upd,
+				  unsigned long addr, unsigned long size)
+{
+	unsigned long start[KPATCH_PIECES_MAX + 1], len[KPATCH_PIECES_MAX + 1];
+	unsigned long target, no = 0, psize, i;
+	unsigned int n = 1, k, j, op;
+	char *name, *sym;
+	s32 disp;
+	size_t nlen;
+	const u8 *p;
+	int ret = 0;
+
+	name = kmalloc(2 * KSYM_SYMBOL_LEN, GFP_KERNEL);
+	if (!name)
+		return -ENOMEM;
+	sym = name + KSYM_SYMBOL_LEN;
+	sprint_symbol_no_offset(name, addr);
+	nlen = strcspn(name, " ");
+
+	start[0] = addr;
+	len[0] = size;
+	for (k = 0; k < n && !ret; k++) {
+		ret = kpatch_add_range(upd, start[k], len[k]);
+		p = (const u8 *)start[k];
+		for (i = 0; !ret && i + 5 <= len[k]; i++) {
+			if (p[i] == 0xe9)
+				op = 1;
+			else if (p[i] == 0x0f && (p[i + 1] & 0xf0) == 0x80 &&
+				 i + 6 <= len[k])
+				op = 2;
+			else
+				continue;
+			memcpy(&disp, &p[i + op], sizeof(disp));
+			target = start[k] + i + op + sizeof(disp) + disp;
+			if (target == no ||
+			    (target >= start[k] && target < start[k] + len[k]))
+				continue;
+			for (j = 0; j < n && start[j] != target; j++)
+				;
+			if (j < n)
+				continue;
+			sprint_symbol(sym, target);
+			if (!kpatch_piece_name(sym, name, nlen, &psize)) {
+				no = target;	/* the return thunk, say */
+				continue;
+			}
+			if (n > KPATCH_PIECES_MAX) {	/* not read itself */
+				ret = kpatch_add_range(upd, target, psize);
+				continue;
+			}
+			start[n] = target;
+			len[n++] = psize;
+		}
+	}
+	kfree(name);
+	return ret;
 }
 
 /*
@@ -1063,12 +1190,12 @@ static bool kpatch_pinned_after(const struct kpatch_update *upd,
  * callers), and its lifetime is its own business, as for any module whose
  * functions are patched, whose code stays reachable after an unpatch.
  */
-static void kpatch_add_unpinned(struct kpatch_update *upd,
-				const struct kpatch_module *kpmod)
+static int kpatch_add_unpinned(struct kpatch_update *upd,
+			       const struct kpatch_module *kpmod)
 {
-	struct kpatch_range r;
+	struct kpatch_range r, ri;
 	struct module *mod;
-	int i;
+	int i, ret;
 
 	for (i = 0; i < kpmod->num_funcs; i++) {
 		mod = kpmod->pins[KPATCH_PIN_NEW(i)];
@@ -1076,10 +1203,13 @@ static void kpatch_add_unpinned(struct kpatch_update *upd,
 		    kpatch_pinned_after(upd, mod))
 			continue;
 		r = kpatch_module_text_range(mod, false);
-		kpatch_add_range(upd, r.start, r.end - r.start);
-		r = kpatch_module_text_range(mod, true);
-		kpatch_add_range(upd, r.start, r.end - r.start);
+		ri = kpatch_module_text_range(mod, true);
+		ret = kpatch_add_range(upd, r.start, r.end - r.start) ?:
+		      kpatch_add_range(upd, ri.start, ri.end - ri.start);
+		if (ret)
+			return ret;
 	}
+	return 0;
 }
 
 /*
@@ -1091,40 +1221,51 @@ static void kpatch_add_unpinned(struct kpatch_update *upd,
  * ftrace's trampoline, the ftrace_ops handler or kpatch's trampoline has
  * the return address of the old function's fentry call on its stack, and
  * resumes wherever the target it read pointed it.
+ * Each function comes with its pieces (see kpatch_add_code()).
  * Removing an entry that is not on top changes nothing visible and needs
  * no check of its functions; the modules an update unpins are another
- * matter (see kpatch_add_unpinned()).  Done before stop_machine(), under kpatch_mutex, so the table
- * cannot change between here and the callback.
+ * matter (see kpatch_add_unpinned()).  Done before stop_machine(), under
+ * kpatch_mutex, so the table cannot change between here and the callback.
+ * On failure nothing is left allocated.
  */
 static int kpatch_build_ranges(struct kpatch_update *upd)
 {
 	struct kpatch_func *func, *top;
 	unsigned int i, n;
+	int ret = 0;
 
-	/* Two ranges per function, and two per module it may unpin. */
-	upd->ranges = kmalloc_array(4 * upd->nr_touched ?: 1,
-				    sizeof(*upd->ranges), GFP_KERNEL);
+	/* Room for two functions per entry and two modules; more if needed. */
+	upd->nr_ranges = 0;
+	upd->max_ranges = 4 * upd->nr_touched + 4;
+	upd->ranges = kmalloc_array(upd->max_ranges, sizeof(*upd->ranges),
+				    GFP_KERNEL);
 	if (!upd->ranges)
 		return -ENOMEM;
-	upd->nr_ranges = 0;
 
-	for (i = 0; i < upd->nr_touched; i++) {
+	for (i = 0; i < upd->nr_touched && !ret; i++) {
 		func = upd->touched[i];
 		top = kpatch_top_func(func->ip);
 		if (i >= upd->first_add) {
 			if (top)
-				kpatch_add_range(upd, top->new_addr,
-						 top->new_size);
+				ret = kpatch_add_code(upd, top->new_addr,
+						      top->new_size);
 		} else if (top == func) {
-			kpatch_add_range(upd, func->new_addr, func->new_size);
+			ret = kpatch_add_code(upd, func->new_addr,
+					      func->new_size);
 		} else {
 			continue;	/* not visible: nothing changes */
 		}
-		kpatch_add_range(upd, func->old_addr, func->old_size);
+		ret = ret ?: kpatch_add_code(upd, func->old_addr,
+					     func->old_size);
 	}
-	for (i = 0; i < upd->nr_parts; i++)
+	for (i = 0; i < upd->nr_parts && !ret; i++)
 		if (upd->parts[i] != upd->add)
-			kpatch_add_unpinned(upd, upd->parts[i]);
+			ret = kpatch_add_unpinned(upd, upd->parts[i]);
+	if (ret) {
+		kfree(upd->ranges);
+		upd->ranges = NULL;
+		return ret;
+	}
 
 	/* Sort and merge, so that one binary search answers each address. */
 	sort(upd->ranges, upd->nr_ranges, sizeof(*upd->ranges),

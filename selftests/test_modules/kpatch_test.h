@@ -73,6 +73,7 @@ int kpatch_test_sib_fn(void);
 int kpatch_test_sib_fn_new(void);
 int kpatch_test_sib_helper(void);
 int kpatch_test_sib_other(void);
+int kpatch_test_sib_hook(struct kpatch_module *kpmod);
 
 /* kpatch_test_cold.ko */
 int kpatch_test_cold_fn(int slow);

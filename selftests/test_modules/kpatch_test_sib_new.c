@@ -18,7 +18,12 @@
  *
  * kpatch_test_sib_other() returns 41; it is a second new function in
  * this module, for kpatch_test_target's kpatch_test_value_b() (2), so
- * that two patches can pin the module.
+ * that two patches can pin the module.  It is also an old function, for a
+ * patch that pins this module only as the module of an old function
+ * (test-lastpin.sh).
+ *
+ * kpatch_test_sib_hook() does nothing and returns 0: a hook, for a patch
+ * that pins this module only as the module of a hook (test-lastpin.sh).
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -77,6 +82,17 @@ noinline int kpatch_test_sib_other(void)
 	barrier();
 	return kpatch_test_opaque(41);
 }
+
+/*
+ * Exported, so that its address is taken and it keeps its ENDBR on
+ * kernels with IBT: kpatch calls hooks through a pointer.
+ */
+noinline int kpatch_test_sib_hook(struct kpatch_module *kpmod)
+{
+	barrier();
+	return kpatch_test_opaque(0);
+}
+EXPORT_SYMBOL_GPL(kpatch_test_sib_hook);
 
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("kpatch selftest: a new function that makes a sibling call");

@@ -1,0 +1,185 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# test-lastpin.sh - the update that drops kpatch's last pin on a module
+# whose code a task reached through a redirect must check that module's
+# whole text, whichever patch held that last pin.
+#
+# kpatch_test_sib_fn() (kpatch_test_sib) is patched (s1) with
+# kpatch_test_sib_fn_new() (kpatch_test_sib_new), a sibling call into
+# kpatch_test_sib_helper(), where the kthread "kpatch_sib" then sleeps.
+# A second patch pins kpatch_test_sib_new too, but not through a new
+# function: it patches a function of kpatch_test_sib_new itself
+# (kpatch_test_sib_other()), or has a hook there
+# (kpatch_test_sib_hook()).  Unpatching s1 is then accepted, since the
+# other patch keeps the module loaded (test-sibling.sh, "another patch
+# still pins the module").  Unpatching the other patch drops the last
+# pin: it must fail with EBUSY, naming the helper and the thread, and
+# kpatch_test_sib_new must stay pinned while the thread sleeps in its
+# code, which it reached only through kpatch's redirect of a function of
+# another module.  Once the thread has left the helper, the unpatch
+# works.  The same holds for one patch that has both pairs: s1's, and
+# one whose old function is in kpatch_test_sib_new.
+#
+# The other patches' new functions are kpatch_test_new's
+# kpatch_test_value_a_v1() and kpatch_test_value_b_v1().
+#
+# shellcheck source-path=SCRIPTDIR source=functions.sh
+. "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
+
+SIB=kpatch_test_sib
+SIB_NEW=kpatch_test_sib_new
+
+# param MOD NAME VALUE: write a module parameter
+param() {
+	diag "% echo $3 > /sys/module/$1/parameters/$2"
+	echo "$3" >"/sys/module/$1/parameters/$2"
+}
+
+# release: let the thread out of the helper and wait until it is back in
+# its main loop (also the cleanup hook: kpatch_test_sib_new must not be
+# unloaded under the thread)
+release() {
+	if mod_loaded "$SIB_NEW"; then
+		echo 0 >"/sys/module/$SIB_NEW/parameters/hold" 2>/dev/null || :
+	fi
+	if mod_loaded "$SIB"; then
+		wait_until modparam_is "$SIB" call N
+	fi
+}
+KP_CLEANUP_HOOK=release
+
+# enter_helper: hold=1, make the thread call kpatch_test_sib_fn() and wait
+# until it sleeps in kpatch_test_sib_helper()
+enter_helper() {
+	calls_before=$(modparam "$SIB" calls)
+	param "$SIB_NEW" hold 1
+	param "$SIB" call 1
+	check "the thread sleeps in kpatch_test_sib_helper" \
+		wait_until modparam_is "$SIB_NEW" state 1
+}
+
+# leave_helper: hold=0 and wait until the thread completed the call
+leave_helper() {
+	param "$SIB_NEW" hold 0
+	check "the thread left kpatch_test_sib_helper" \
+		wait_until modparam_is "$SIB" call N
+	check_eq "the thread completed the call" "$((calls_before + 1))" \
+		"$(modparam "$SIB" calls)"
+	check_eq "the call ran the new code (the helper's 2)" 2 \
+		"$(modparam "$SIB" result)"
+}
+
+# kpatch_param NAME VALUE: write a kpatch parameter
+kpatch_param() {
+	param kpatch "$1" "$2"
+}
+
+# refcount MOD: MOD's reference count in /proc/modules
+refcount() {
+	awk -v m="$1" '$1 == m { print $3 }' /proc/modules
+}
+
+# pinned MOD: MOD's reference count is above 0
+pinned() {
+	_pn=$(refcount "$1")
+	diag "refcount of $1: $_pn"
+	[ -n "$_pn" ] && [ "$_pn" -gt 0 ]
+}
+
+# is_patched NAME: is patch NAME in the patches file?
+is_patched() {
+	grep -q "^$1 " "$KP_PATCHES"
+}
+
+# check_refused_culprit VERB NAME: the kernel log since the mark says
+# that VERB 'NAME' was refused for the thread in the helper
+check_refused_culprit() {
+	check_grep "log: $1 '$2' refused, naming kpatch_test_sib_helper, pid $pid and kpatch_sib" \
+		"$1 '$2' refused.*kpatch_test_sib_helper[+]0x[0-9a-f]+/0x[0-9a-f]+ \\[$SIB_NEW\\].*pid $pid \\(kpatch_sib\\)" \
+		"$(log_since_mark)"
+}
+
+# last_pin NAME CMD...: with s1 and patch NAME (CMD, which pins
+# kpatch_test_sib_new without a new function there) enabled and the
+# thread in the helper, unpatch s1, then NAME: NAME must be refused
+last_pin() {
+	_lp_name=$1
+	shift
+	expect_ok patch s1 "$fn" "$fn_new"
+	expect_ok "$@"
+	enter_helper
+	kpatch_param retries 0
+	log_mark
+	expect_ok unpatch s1
+	check_eq "the thread is still in the helper" 1 \
+		"$(modparam "$SIB_NEW" state)"
+	log_mark
+	expect_refused EBUSY unpatch "$_lp_name"
+	check_refused_culprit unpatch "$_lp_name"
+	check "$SIB_NEW stays pinned while the thread sleeps in its code" \
+		pinned "$SIB_NEW"
+	kpatch_param retries "$retries"
+	# Without the check the patch went: pin the module again, so that
+	# nothing can unload it before the thread is out.
+	if ! is_patched "$_lp_name"; then
+		diag "$_lp_name was removed and nothing pins $SIB_NEW any more" \
+			"(refcount $(refcount "$SIB_NEW")); an rmmod now would free" \
+			"the code the thread sleeps in.  Patching it again."
+		kp "$@" || :
+	fi
+	leave_helper
+	expect_ok unpatch "$_lp_name"
+	check_patches "nothing patched"
+	check_no_splat
+}
+
+setup_modules kpatch kpatch_test_target kpatch_test_new "$SIB" "$SIB_NEW"
+fn=$(sym kpatch_test_sib_fn "$SIB") || bail "setup: find kpatch_test_sib_fn"
+fn_new=$(sym kpatch_test_sib_fn_new "$SIB_NEW") || bail "setup: find kpatch_test_sib_fn_new"
+other=$(sym kpatch_test_sib_other "$SIB_NEW") || bail "setup: find kpatch_test_sib_other"
+hook=$(sym kpatch_test_sib_hook "$SIB_NEW") || bail "setup: find kpatch_test_sib_hook"
+a1=$(sym kpatch_test_value_a_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_a_v1"
+b=$(sym kpatch_test_value_b kpatch_test_target) || bail "setup: find kpatch_test_value_b"
+b1=$(sym kpatch_test_value_b_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_b_v1"
+pid=$(modparam "$SIB" pid)
+retries=$(modparam kpatch retries)
+
+start_test "the last pin is an old function's"
+log_mark
+last_pin s3 patch s3 "$other" "$a1"
+
+start_test "the last pin is a hook's"
+log_mark
+last_pin s4 patch s4 "$b" "$b1" "pre-patch=$hook"
+
+# One patch, two pairs: s1's, and one whose old function is in
+# kpatch_test_sib_new.  The thread entered the module through the first
+# pair, from kpatch_test_sib; that the module also holds an old function
+# of the patch does not make its own code responsible for the thread.
+start_test "one patch, which also patches the module"
+log_mark
+expect_ok patch s5 "$fn" "$fn_new" "$other" "$a1"
+enter_helper
+kpatch_param retries 0
+log_mark
+expect_refused EBUSY unpatch s5
+check_refused_culprit unpatch s5
+check "$SIB_NEW stays pinned while the thread sleeps in its code" \
+	pinned "$SIB_NEW"
+kpatch_param retries "$retries"
+if ! is_patched s5; then
+	diag "s5 was removed and nothing pins $SIB_NEW any more" \
+		"(refcount $(refcount "$SIB_NEW")); patching it again."
+	kp patch s5 "$fn" "$fn_new" "$other" "$a1" || :
+fi
+leave_helper
+expect_ok unpatch s5
+check_patches "nothing patched"
+check_no_splat
+
+start_test "the module unloads once nothing is in it"
+check_eq "refcount of $SIB_NEW" 0 "$(refcount "$SIB_NEW")"
+check "rmmod $SIB_NEW succeeds" unload_mod "$SIB_NEW"
+check "rmmod $SIB succeeds" unload_mod "$SIB"
+check_no_splat

@@ -1138,60 +1138,55 @@ kpatch_module_text_range(struct module *mod, bool init)
 	return r;
 }
 
-static bool kpatch_pins(const struct kpatch_module *kpmod,
-			const struct module *mod)
-{
-	int i;
-
-	for (i = 0; i < kpmod->num_pins; i++)
-		if (kpmod->pins[i] == mod)
-			return true;
-	return false;
-}
-
-/* Does @mod hold an old function of @kpmod? */
-static bool kpatch_holds_old(const struct kpatch_module *kpmod,
-			     const struct module *mod)
+/*
+ * Does @kpmod send calls into @mod from outside: a function whose new
+ * version is in @mod and whose old one is not?
+ */
+static bool kpatch_redirects_into(const struct kpatch_module *kpmod,
+				  const struct module *mod)
 {
 	int i;
 
 	for (i = 0; i < kpmod->num_funcs; i++)
-		if (kpmod->pins[KPATCH_PIN_OLD(i)] == mod)
+		if (kpmod->pins[KPATCH_PIN_NEW(i)] == mod &&
+		    kpmod->pins[KPATCH_PIN_OLD(i)] != mod)
 			return true;
 	return false;
 }
 
-/* Does a patch that is enabled after @upd pin @mod? */
-static bool kpatch_pinned_after(const struct kpatch_update *upd,
-				const struct module *mod)
+/* Does a patch that is enabled after @upd send calls into @mod? */
+static bool kpatch_redirected_after(const struct kpatch_update *upd,
+				    const struct module *mod)
 {
 	struct kpatch_module *kpmod;
 
-	if (upd->add && kpatch_pins(upd->add, mod))
+	if (upd->add && kpatch_redirects_into(upd->add, mod))
 		return true;
 	if (upd->replace)	/* every enabled patch goes */
 		return false;
 	list_for_each_entry(kpmod, &kpatch_patches, list)
-		if (kpmod != upd->remove && kpatch_pins(kpmod, mod))
+		if (kpmod != upd->remove && kpatch_redirects_into(kpmod, mod))
 			return true;
 	return false;
 }
 
 /*
- * @kpmod goes out with @upd.  A module that holds new functions of it and
- * that no patch pins after @upd can be unloaded as soon as the update is
- * done.  So no task may be anywhere in its code, not only in the new
+ * @kpmod goes out with @upd.  Its redirects may have sent tasks from
+ * outside a module into the module's code, and not only into the new
  * functions that kallsyms names: a new function may have gone on into a
  * helper of its module by a sibling call (a jmp, which leaves no frame of
- * the new function on the stack), or into a .cold or .part piece that
- * kallsyms counts as a function of its own.  All its executable memory
- * goes into the ranges.  A module that also holds old functions of the
- * patch is exempt: its code runs by itself anyway (its own threads and
- * callers), and its lifetime is its own business, as for any module whose
- * functions are patched, whose code stays reachable after an unpatch.
+ * the new function on the stack).  Once no patch redirects into the
+ * module any more, its code is reached only the way any module's is, and
+ * nothing of kpatch keeps it loaded for long: another patch's pin on it,
+ * for an old function or a hook, goes with that patch, whose update does
+ * not look for tasks sent in by this one.  So the update that removes the
+ * last redirect into a module checks all its executable memory, whatever
+ * else pins it.  A function whose old version is in the same module (a
+ * module patching itself) sends no task in: its callers are the module's
+ * own, and its lifetime protects them.
  */
-static int kpatch_add_unpinned(struct kpatch_update *upd,
-			       const struct kpatch_module *kpmod)
+static int kpatch_add_left(struct kpatch_update *upd,
+			   const struct kpatch_module *kpmod)
 {
 	struct kpatch_range r, ri;
 	struct module *mod;
@@ -1199,8 +1194,8 @@ static int kpatch_add_unpinned(struct kpatch_update *upd,
 
 	for (i = 0; i < kpmod->num_funcs; i++) {
 		mod = kpmod->pins[KPATCH_PIN_NEW(i)];
-		if (!mod || kpatch_holds_old(kpmod, mod) ||
-		    kpatch_pinned_after(upd, mod))
+		if (!mod || kpmod->pins[KPATCH_PIN_OLD(i)] == mod ||
+		    kpatch_redirected_after(upd, mod))
 			continue;
 		r = kpatch_module_text_range(mod, false);
 		ri = kpatch_module_text_range(mod, true);
@@ -1220,13 +1215,13 @@ static int kpatch_add_unpinned(struct kpatch_update *upd,
  * is on a stack not only when it runs unpatched: a task preempted inside
  * ftrace's trampoline, the ftrace_ops handler or kpatch's trampoline has
  * the return address of the old function's fentry call on its stack, and
- * resumes wherever the target it read pointed it.
- * Each function comes with its pieces (see kpatch_add_code()).
- * Removing an entry that is not on top changes nothing visible and needs
- * no check of its functions; the modules an update unpins are another
- * matter (see kpatch_add_unpinned()).  Done before stop_machine(), under
- * kpatch_mutex, so the table cannot change between here and the callback.
- * On failure nothing is left allocated.
+ * resumes wherever the target it read pointed it.  Each function comes
+ * with its pieces (see kpatch_add_code()).  Removing an entry that is not
+ * on top changes nothing visible and needs no check of its functions; the
+ * modules the update stops redirecting into are another matter (see
+ * kpatch_add_left()).  Done before stop_machine(), under kpatch_mutex, so
+ * the table cannot change between here and the callback.  On failure
+ * nothing is left allocated.
  */
 static int kpatch_build_ranges(struct kpatch_update *upd)
 {
@@ -1260,7 +1255,7 @@ static int kpatch_build_ranges(struct kpatch_update *upd)
 	}
 	for (i = 0; i < upd->nr_parts && !ret; i++)
 		if (upd->parts[i] != upd->add)
-			ret = kpatch_add_unpinned(upd, upd->parts[i]);
+			ret = kpatch_add_left(upd, upd->parts[i]);
 	if (ret) {
 		kfree(upd->ranges);
 		upd->ranges = NULL;

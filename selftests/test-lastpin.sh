@@ -1,25 +1,25 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 #
-# test-lastpin.sh - the update that drops kpatch's last pin on a module
-# whose code a task reached through a redirect must check that module's
-# whole text, whichever patch held that last pin.
+# test-lastpin.sh - the update that removes the last redirect into a
+# module checks that module's whole text, whatever else pins it.
 #
 # kpatch_test_sib_fn() (kpatch_test_sib) is patched (s1) with
 # kpatch_test_sib_fn_new() (kpatch_test_sib_new), a sibling call into
 # kpatch_test_sib_helper(), where the kthread "kpatch_sib" then sleeps.
-# A second patch pins kpatch_test_sib_new too, but not through a new
-# function: it patches a function of kpatch_test_sib_new itself
+# A second patch pins kpatch_test_sib_new too, but sends no call into it:
+# it patches a function of kpatch_test_sib_new itself
 # (kpatch_test_sib_other()), or has a hook there
-# (kpatch_test_sib_hook()).  Unpatching s1 is then accepted, since the
-# other patch keeps the module loaded (test-sibling.sh, "another patch
-# still pins the module").  Unpatching the other patch drops the last
-# pin: it must fail with EBUSY, naming the helper and the thread, and
-# kpatch_test_sib_new must stay pinned while the thread sleeps in its
-# code, which it reached only through kpatch's redirect of a function of
-# another module.  Once the thread has left the helper, the unpatch
-# works.  The same holds for one patch that has both pairs: s1's, and
-# one whose old function is in kpatch_test_sib_new.
+# (kpatch_test_sib_hook()).  Its pin goes with it, and its removal does
+# not look for tasks that s1 sent into the module; so unpatching s1 must
+# fail with EBUSY, naming the helper and the thread, although the other
+# patch still pins the module (when the other patch redirects into the
+# module too, its own removal checks the module: test-sibling.sh).
+# Accepted, the other patch's unpatch would leave nothing pinning the
+# module while the thread sleeps in its code.  Once the thread has left
+# the helper, both unpatches work.  The same holds for one patch that has
+# both pairs: s1's, and one whose old function is in
+# kpatch_test_sib_new.
 #
 # The other patches' new functions are kpatch_test_new's
 # kpatch_test_value_a_v1() and kpatch_test_value_b_v1().
@@ -102,7 +102,8 @@ check_refused_culprit() {
 
 # last_pin NAME CMD...: with s1 and patch NAME (CMD, which pins
 # kpatch_test_sib_new without a new function there) enabled and the
-# thread in the helper, unpatch s1, then NAME: NAME must be refused
+# thread in the helper, unpatch s1 must be refused; if it is not, unpatch
+# NAME, which then drops the last pin, must be
 last_pin() {
 	_lp_name=$1
 	shift
@@ -111,24 +112,31 @@ last_pin() {
 	enter_helper
 	kpatch_param retries 0
 	log_mark
-	expect_ok unpatch s1
+	expect_refused EBUSY unpatch s1
+	check_refused_culprit unpatch s1
 	check_eq "the thread is still in the helper" 1 \
 		"$(modparam "$SIB_NEW" state)"
-	log_mark
-	expect_refused EBUSY unpatch "$_lp_name"
-	check_refused_culprit unpatch "$_lp_name"
+	if ! is_patched s1; then
+		log_mark
+		kp unpatch "$_lp_name" || :
+		diag "unpatch $_lp_name: $KP_RESULT"
+		# Without the check the patch went: pin the module again,
+		# so that nothing can unload it before the thread is out.
+		if ! is_patched "$_lp_name"; then
+			diag "nothing pins $SIB_NEW any more" \
+				"(refcount $(refcount "$SIB_NEW")); an rmmod now" \
+				"would free the code the thread sleeps in." \
+				"Patching it again."
+			kp "$@" || :
+		fi
+	fi
 	check "$SIB_NEW stays pinned while the thread sleeps in its code" \
 		pinned "$SIB_NEW"
 	kpatch_param retries "$retries"
-	# Without the check the patch went: pin the module again, so that
-	# nothing can unload it before the thread is out.
-	if ! is_patched "$_lp_name"; then
-		diag "$_lp_name was removed and nothing pins $SIB_NEW any more" \
-			"(refcount $(refcount "$SIB_NEW")); an rmmod now would free" \
-			"the code the thread sleeps in.  Patching it again."
-		kp "$@" || :
-	fi
 	leave_helper
+	if is_patched s1; then
+		expect_ok unpatch s1
+	fi
 	expect_ok unpatch "$_lp_name"
 	check_patches "nothing patched"
 	check_no_splat

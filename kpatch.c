@@ -211,6 +211,17 @@ static bool kpatch_endbr(unsigned long addr, bool sealed_too)
 }
 #endif
 
+/*
+ * Wait until no CPU is in a section with preemption off that began before:
+ * where tracing may run while RCU does not watch, plain RCU does not wait
+ * for those, and ftrace uses the "rude" flavour of RCU tasks.
+ */
+#ifdef CONFIG_TASKS_RUDE_RCU
+#define kpatch_sync_preempt_off()	synchronize_rcu_tasks_rude()
+#else
+#define kpatch_sync_preempt_off()	synchronize_rcu()
+#endif
+
 /* Call depth accounting in a trampoline, where the kernel tracks it. */
 #ifndef CALL_DEPTH_ACCOUNT
 #define CALL_DEPTH_ACCOUNT ""
@@ -1928,6 +1939,19 @@ static struct kpatch_site *kpatch_site_find(unsigned long ip)
 	return NULL;
 }
 
+/*
+ * A registration of an ftrace_ops failed.  It may have failed after ftrace
+ * had put the ops on its list (another IPMODIFY user or direct call owns a
+ * function, say), and ftrace takes it off again without waiting: a CPU in
+ * ftrace's list function, which walks the list with preemption off, may
+ * still be reading the ops and its filter, and calling its handler.  So
+ * wait for those before the ops is freed.  Only on this failure path.
+ */
+static __cold void kpatch_ftrace_gave_up(void)
+{
+	kpatch_sync_preempt_off();
+}
+
 /* Make an ftrace_ops site for the call site @ip of a function in @mod. */
 static int kpatch_fops_add(unsigned long ip, struct module *mod)
 {
@@ -1944,8 +1968,11 @@ static int kpatch_fops_add(unsigned long ip, struct module *mod)
 	fops->ops.func = kpatch_ftrace_handler;
 	fops->ops.flags = KPATCH_FOPS_FLAGS;
 	ret = ftrace_set_filter_ip(&fops->ops, ip, 0, 0);
-	if (!ret)
+	if (!ret) {
 		ret = register_ftrace_function(&fops->ops);
+		if (ret)
+			kpatch_ftrace_gave_up();
+	}
 	if (ret) {
 		ftrace_free_filter(&fops->ops);
 		goto err_free;
@@ -2180,8 +2207,11 @@ static int kpatch_group_register(struct kpatch_group *grp, unsigned long *ips,
 {
 	int ret = ftrace_set_filter_ips(&grp->ops, ips, n, 0, 1);
 
-	if (!ret)
+	if (!ret) {
 		ret = kpatch_direct_ops_register(&grp->ops);
+		if (ret)
+			kpatch_ftrace_gave_up();
+	}
 	return ret;
 }
 

@@ -3541,10 +3541,13 @@ static __cold int kpatch_disable(struct kpatch_module *kpmod,
  * the update is tried again, as the retries and retry_delay_ms module
  * parameters say.  The patch is named after its module.  While it is
  * enabled, the patch module, the modules holding its old and new
- * functions, and kpatch itself cannot be unloaded.
+ * functions, and kpatch itself cannot be unloaded.  kpatch keeps pointers
+ * to @kpmod and its functions while the patch is enabled: neither may be
+ * in the module's init memory (__initdata).
  *
  * Context: process context; sleeps.
- * Return: 0 on success; -EINVAL for a bad address, size or argument,
+ * Return: 0 on success; -EINVAL for a bad address, size or argument
+ * (@kpmod or its functions in init memory included),
  * -EEXIST when a patch of that name is enabled or waits to be tried again,
  * or when /sys/kernel/kpatch/patches/<name> exists already (kpatch makes
  * it), -EBUSY when a function is still in use after the retries or ftrace
@@ -3559,6 +3562,15 @@ int kpatch_register(struct kpatch_module *kpmod, bool replace)
 
 	if (!kpmod || !kpmod->mod || !kpmod->funcs || kpmod->num_funcs <= 0)
 		return -EINVAL;
+	/* The kernel frees init memory once the module's init succeeded. */
+	if (within_module_init((unsigned long)kpmod, kpmod->mod) ||
+	    within_module_init((unsigned long)kpmod->funcs, kpmod->mod) ||
+	    within_module_init((unsigned long)&kpmod->funcs[kpmod->num_funcs] - 1,
+			       kpmod->mod)) {
+		pr_err("%s: the kpatch_module or its functions are in init memory (__initdata), which is freed after the module's init\n",
+		       kpmod->mod->name);
+		return -EINVAL;
+	}
 
 	mutex_lock(&kpatch_mutex);
 	if (kpmod->enabled) {

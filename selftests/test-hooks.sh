@@ -27,7 +27,8 @@
 #   enabled.  Bad hook words are refused with EINVAL and a log line.
 # - kpatch_register() with hooks: a veto or a stop hook failure returns
 #   the errno and leaves the structures byte-identical; a hook in __init
-#   text is refused.
+#   text is refused, and so are a struct kpatch_module or funcs array in
+#   __initdata.
 # - On a kernel with Indirect Branch Tracking, a hook without ENDBR is
 #   refused (an indirect call of it would fault).
 #
@@ -467,6 +468,18 @@ check_hooks "no hook ran"
 check "rmmod kpatch_test_hooks" unload_mod kpatch_test_hooks
 check_state_unchanged
 check_no_splat
+
+# kpatch keeps pointers to the struct kpatch_module and its funcs array
+# while the patch is enabled; the kernel frees __initdata after the init
+for _ib in initdata initfuncs; do
+	api_refused "structures in init memory ($_ib)" -22 "api_bad=$_ib"
+	check_kplog "kpatch says why" \
+		"kpatch_test_hooks: the kpatch_module or its functions are in init memory"
+	check_hooks "no hook ran"
+	check "rmmod kpatch_test_hooks" unload_mod kpatch_test_hooks
+	check_state_unchanged
+	check_no_splat
+done
 
 start_test "kpatch_register() with hooks"
 log_mark

@@ -33,7 +33,9 @@
  * kpatch_test_target, which it takes kpatch_test_value_a() from.
  * api_bad= gives it one bad hook instead of its pre-patch hook: "vmlinux"
  * (a function of the kernel), "init" (a function of this module's __init
- * text), "mid" (one byte into a hook).
+ * text), "mid" (one byte into a hook); or passes a copy of its struct
+ * kpatch_module ("initdata") or of its funcs array ("initfuncs") in
+ * __initdata, which the kernel frees after the init.
  * If kpatch_register() fails, the init compares the struct
  * kpatch_module and the funcs array with copies made before the call and
  * logs "kpatch_register() failed: N" and either "structures intact after
@@ -459,7 +461,7 @@ MODULE_PARM_DESC(api, "register a patch with all hooks through kpatch_register()
 
 static char *api_bad = "";
 module_param(api_bad, charp, 0444);
-MODULE_PARM_DESC(api_bad, "with api=1, a bad pre-patch hook: vmlinux, init or mid");
+MODULE_PARM_DESC(api_bad, "with api=1, a bad pre-patch hook (vmlinux, init or mid) or structures in init memory (initdata, initfuncs)");
 
 static struct kpatch_func kpatch_test_hooks_funcs[1];
 
@@ -499,6 +501,11 @@ static bool ibt = IS_ENABLED(CONFIG_X86_KERNEL_IBT);
 module_param(ibt, bool, 0444);
 MODULE_PARM_DESC(ibt, "whether the kernel has Indirect Branch Tracking (read-only)");
 
+/* copies in init memory, which kpatch must refuse to keep pointers to */
+static struct kpatch_module kpatch_test_hooks_init_kpmod __initdata;
+static struct kpatch_func
+kpatch_test_hooks_init_funcs[ARRAY_SIZE(kpatch_test_hooks_funcs)] __initdata;
+
 /* a hook in __init text, which kpatch must refuse */
 static int __init kpatch_test_hooks_init_hook(struct kpatch_module *kpmod)
 {
@@ -523,8 +530,16 @@ static int __init kpatch_test_hooks_api(void)
 	} else if (!strcmp(api_bad, "mid")) {
 		kpmod->hooks[KPATCH_PRE_PATCH] = (kpatch_hook_t)
 			((unsigned long)kpatch_test_hooks_pre_patch + 1);
+	} else if (!strcmp(api_bad, "initdata")) {
+		kpatch_test_hooks_init_kpmod = *kpmod;
+		kpmod = &kpatch_test_hooks_init_kpmod;
+	} else if (!strcmp(api_bad, "initfuncs")) {
+		memcpy(kpatch_test_hooks_init_funcs, kpatch_test_hooks_funcs,
+		       sizeof(kpatch_test_hooks_funcs));
+		kpmod->funcs = kpatch_test_hooks_init_funcs;
 	} else if (*api_bad) {
-		pr_err("api_bad=%s: must be vmlinux, init or mid\n", api_bad);
+		pr_err("api_bad=%s: must be vmlinux, init, mid, initdata or initfuncs\n",
+		       api_bad);
 		return -EINVAL;
 	}
 	if (*api_bad)
@@ -532,7 +547,7 @@ static int __init kpatch_test_hooks_api(void)
 			kpmod->hooks[KPATCH_PRE_PATCH]);
 
 	memcpy(&kpmod_before, kpmod, sizeof(kpmod_before));
-	memcpy(funcs_before, kpatch_test_hooks_funcs, sizeof(funcs_before));
+	memcpy(funcs_before, kpmod->funcs, sizeof(funcs_before));
 	ret = kpatch_register(kpmod, false);
 	if (!ret) {
 		pr_info("kpatch_register() succeeded\n");
@@ -540,10 +555,10 @@ static int __init kpatch_test_hooks_api(void)
 	}
 	pr_info("kpatch_register() failed: %d\n", ret);
 	if (!memcmp(&kpmod_before, kpmod, sizeof(kpmod_before)) &&
-	    !memcmp(funcs_before, kpatch_test_hooks_funcs,
-		    sizeof(funcs_before))) {
+	    !memcmp(funcs_before, kpmod->funcs, sizeof(funcs_before))) {
 		pr_info("structures intact after failed register (err %d)\n",
 			ret);
+		kpatch_test_hooks_kpmod.funcs = kpatch_test_hooks_funcs;
 		return 0;
 	}
 	pr_err("structures changed after failed register (err %d)\n", ret);

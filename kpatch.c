@@ -3659,7 +3659,6 @@ again:
  * debugfs and sysfs
  */
 
-/* Parse a hexadecimal address, with or without 0x, nothing else. */
 /*
  * How much of a rejected word from the user to echo to the log: it is
  * printed with %*pE (non-printing bytes escaped), cut at KPATCH_ECHO_MAX.
@@ -3669,6 +3668,7 @@ static int kpatch_echo_len(const char *word)
 	return strnlen(word, KPATCH_ECHO_MAX);
 }
 
+/* Parse a hexadecimal address, with or without 0x, nothing else. */
 static __cold int kpatch_parse_addr(const char *tok, unsigned long *addr)
 {
 	const char *digits = tok;

@@ -1185,6 +1185,7 @@ cmd_run() {
 		((shards[$kver] <= JOBS)) || shards[$kver]=$JOBS
 	done
 	while read -r secs kver g; do
+		[[ -n $kver ]] || continue	# no kernel built: nothing queued
 		lane run_guest "$kver" "$g" "${shards[$kver]}"
 	done < <(printf '%s\n' "${queue[@]}" | sort -k1,1nr)
 	wait

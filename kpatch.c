@@ -411,6 +411,9 @@ struct kpatch_update {
 	/* One try, from kpatch_build_ranges(), freed by the try. */
 	struct kpatch_range *ranges;	/* sorted, disjoint */
 	unsigned int nr_ranges, max_ranges;
+	/* Jump targets that are no function's piece (kpatch_add_code()). */
+	unsigned long not_pieces[8];
+	unsigned int nr_not_pieces;
 
 	/*
 	 * One pre-walk, from kpatch_prewalk(), freed by kpatch_forget():
@@ -1033,7 +1036,11 @@ static int kpatch_add_range(struct kpatch_update *upd, unsigned long start,
  * They are found by reading f's code: a jump to another section has a
  * 32-bit displacement, jmp (e9) or jcc (0f 80-8f).  Every byte is tried as
  * an opcode; a false match points anywhere and fails the name test, as do
- * tail calls of other functions.  A static branch that is off is a NOP
+ * tail calls of other functions.  Looking a name up costs more than
+ * reading a function, so a target outside the text of f's module is let
+ * go at once (a piece is where f is), and so are the last few targets
+ * that failed the test (the return thunk, say).  A static branch that is
+ * off is a NOP
  * whose target cannot be read: a piece that only such a branch leads to
  * is not found (see Documentation.txt).  The code is read while it may be
  * patched (ftrace, static keys); each piece found is a real one, whatever
@@ -1072,18 +1079,35 @@ static __cold bool kpatch_piece_name(char *sym, const char *name, size_t len,
 	return !kstrtoul(p, 16, size);
 }
 
+/* Did @target fail the name test lately? */
+static bool kpatch_not_piece(struct kpatch_update *upd, unsigned long target)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(upd->not_pieces); i++)
+		if (upd->not_pieces[i] == target)
+			return true;
+	return false;
+}
+
 /*
- * Add the function at @addr, @size bytes, and its pieces to the ranges.
- * The function is pinned text (vmlinux, or a module that a pin or the
- * patch being prepared holds), so its bytes can be read.  The pieces of
- * pieces are looked for too, in the first KPATCH_PIECES_MAX found.
+ * Add @func's old function (@old) or its new one, and their pieces, to the
+ * ranges.  The function is pinned text (vmlinux, or a module that a pin
+ * or the patch being prepared holds), so its bytes can be read.  The
+ * pieces of pieces are looked for too, in the first KPATCH_PIECES_MAX
+ * found.
  */
 static __cold int kpatch_add_code(struct kpatch_update *upd,
-				  unsigned long addr, unsigned long size)
+				  const struct kpatch_func *func, bool old)
 {
 	unsigned long start[KPATCH_PIECES_MAX + 1], len[KPATCH_PIECES_MAX + 1];
-	unsigned long target, no = 0, psize, i;
-	unsigned int n = 1, k, j, op;
+	const struct kpatch_module *kpmod = func->kpmod;
+	unsigned int i_func = func - kpmod->funcs, n = 1, k, j, op;
+	unsigned long addr = old ? func->old_addr : func->new_addr;
+	struct module *mod = kpmod->pins[old ? KPATCH_PIN_OLD(i_func) :
+					      KPATCH_PIN_NEW(i_func)];
+	struct kpatch_range home = { 0, ULONG_MAX };
+	unsigned long target, psize, i;
 	char *name, *sym;
 	s32 disp;
 	size_t nlen;
@@ -1096,9 +1120,11 @@ static __cold int kpatch_add_code(struct kpatch_update *upd,
 	sym = name + KSYM_SYMBOL_LEN;
 	sprint_symbol_no_offset(name, addr);
 	nlen = strcspn(name, " ");
+	if (mod)
+		kpatch_mod_text(mod, false, &home.start, &home.end);
 
 	start[0] = addr;
-	len[0] = size;
+	len[0] = old ? func->old_size : func->new_size;
 	for (k = 0; k < n && !ret; k++) {
 		ret = kpatch_add_range(upd, start[k], len[k]);
 		p = (const u8 *)start[k];
@@ -1112,8 +1138,9 @@ static __cold int kpatch_add_code(struct kpatch_update *upd,
 				continue;
 			memcpy(&disp, &p[i + op], sizeof(disp));
 			target = start[k] + i + op + sizeof(disp) + disp;
-			if (target == no ||
-			    (target >= start[k] && target < start[k] + len[k]))
+			if ((target >= start[k] && target < start[k] + len[k]) ||
+			    target < home.start || target >= home.end ||
+			    kpatch_not_piece(upd, target))
 				continue;
 			for (j = 0; j < n && start[j] != target; j++)
 				;
@@ -1121,7 +1148,8 @@ static __cold int kpatch_add_code(struct kpatch_update *upd,
 				continue;
 			sprint_symbol(sym, target);
 			if (!kpatch_piece_name(sym, name, nlen, &psize)) {
-				no = target;	/* the return thunk, say */
+				upd->not_pieces[upd->nr_not_pieces++ %
+						ARRAY_SIZE(upd->not_pieces)] = target;
 				continue;
 			}
 			if (n > KPATCH_PIECES_MAX) {	/* not read itself */
@@ -1242,6 +1270,8 @@ static int kpatch_build_ranges(struct kpatch_update *upd)
 
 	/* Room for two functions per entry and two modules; more if needed. */
 	upd->nr_ranges = 0;
+	upd->nr_not_pieces = 0;
+	memset(upd->not_pieces, 0, sizeof(upd->not_pieces));
 	upd->max_ranges = 4 * upd->nr_touched + 4;
 	upd->ranges = kmalloc_array(upd->max_ranges, sizeof(*upd->ranges),
 				    GFP_KERNEL);
@@ -1253,16 +1283,13 @@ static int kpatch_build_ranges(struct kpatch_update *upd)
 		top = kpatch_top_func(func->ip);
 		if (i >= upd->first_add) {
 			if (top)
-				ret = kpatch_add_code(upd, top->new_addr,
-						      top->new_size);
+				ret = kpatch_add_code(upd, top, false);
 		} else if (top == func) {
-			ret = kpatch_add_code(upd, func->new_addr,
-					      func->new_size);
+			ret = kpatch_add_code(upd, func, false);
 		} else {
 			continue;	/* not visible: nothing changes */
 		}
-		ret = ret ?: kpatch_add_code(upd, func->old_addr,
-					     func->old_size);
+		ret = ret ?: kpatch_add_code(upd, func, true);
 	}
 	for (i = 0; i < upd->nr_parts && !ret; i++)
 		if (upd->parts[i] != upd->add)

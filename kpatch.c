@@ -1108,18 +1108,12 @@ static __cold int kpatch_add_code(struct kpatch_update *upd,
 					      KPATCH_PIN_NEW(i_func)];
 	struct kpatch_range home = { 0, ULONG_MAX };
 	unsigned long target, psize, i;
-	char *name, *sym;
+	char *name = NULL, *sym;
 	s32 disp;
-	size_t nlen;
+	size_t nlen = 0;
 	const u8 *p;
 	int ret = 0;
 
-	name = kmalloc(2 * KSYM_SYMBOL_LEN, GFP_KERNEL);
-	if (!name)
-		return -ENOMEM;
-	sym = name + KSYM_SYMBOL_LEN;
-	sprint_symbol_no_offset(name, addr);
-	nlen = strcspn(name, " ");
 	if (mod)
 		kpatch_mod_text(mod, false, &home.start, &home.end);
 
@@ -1146,6 +1140,16 @@ static __cold int kpatch_add_code(struct kpatch_update *upd,
 				;
 			if (j < n)
 				continue;
+			if (!name) {	/* most functions get no further */
+				name = kmalloc(2 * KSYM_SYMBOL_LEN, GFP_KERNEL);
+				if (!name) {
+					ret = -ENOMEM;
+					break;
+				}
+				sym = name + KSYM_SYMBOL_LEN;
+				sprint_symbol_no_offset(name, addr);
+				nlen = strcspn(name, " ");
+			}
 			sprint_symbol(sym, target);
 			if (!kpatch_piece_name(sym, name, nlen, &psize)) {
 				upd->not_pieces[upd->nr_not_pieces++ %

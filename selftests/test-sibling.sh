@@ -11,13 +11,26 @@
 # the helper and the thread, since they would let kpatch_test_sib_new be
 # unloaded under the thread; rmmod kpatch_test_sib_new is refused.  Once
 # the thread has left the helper (having run the new code), unpatch and
-# rmmod work.  A patch whose removal leaves the module pinned by another
-# patch is not held up by the helper: the rule is about the module's
-# code staying loaded, not about the helper being part of a patch.
+# rmmod work.  A patch whose removal leaves another patch sending calls
+# into the module is not held up by the helper: that patch's removal
+# checks the module later, and the module stays loaded until then.
+#
+# The check belongs to the update that removes the last patch sending
+# calls into the module, whatever else pins it.  A patch that pins
+# kpatch_test_sib_new but sends no call into it -- it patches a function
+# of the module itself (kpatch_test_sib_other()), or has a hook there
+# (kpatch_test_sib_hook()) -- takes its pin away with it, and its removal
+# does not look for tasks that s1 sent in: so unpatching s1 must fail
+# with EBUSY while the thread is in the helper, although that patch
+# still pins the module, and the module must stay pinned.  The same
+# holds for one patch that has both pairs: s1's, and one whose old
+# function is in kpatch_test_sib_new.
 #
 # Functions: kpatch_test_sib_fn() returns 1, the helper 2;
 # kpatch_test_sib_other() (kpatch_test_sib_new) returns 41 and replaces
-# kpatch_test_target's kpatch_test_value_b() (2) in the second case.
+# kpatch_test_target's kpatch_test_value_b() (2) in the second case;
+# the last cases' other new functions are kpatch_test_new's
+# kpatch_test_value_a_v1() and kpatch_test_value_b_v1().
 #
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
@@ -70,6 +83,18 @@ kpatch_param() {
 	param kpatch "$1" "$2"
 }
 
+# refcount MOD: MOD's reference count in /proc/modules
+refcount() {
+	awk -v m="$1" '$1 == m { print $3 }' /proc/modules
+}
+
+# pinned MOD: MOD's reference count is above 0
+pinned() {
+	_pn=$(refcount "$1")
+	diag "refcount of $1: $_pn"
+	[ -n "$_pn" ] && [ "$_pn" -gt 0 ]
+}
+
 # is_patched NAME: is patch NAME in the patches file?
 is_patched() {
 	grep -q "^$1 " "$KP_PATCHES"
@@ -96,6 +121,50 @@ try_rmmod_sib_new() {
 	check_not "rmmod $SIB_NEW refused" unload_mod "$SIB_NEW"
 }
 
+# last_pin NAME CMD...: with s1 and patch NAME (CMD, which pins
+# kpatch_test_sib_new without a new function there) enabled and the
+# thread in the helper, unpatch s1 must be refused; if it is not, unpatch
+# NAME, which then drops the last pin, must be
+last_pin() {
+	_lp_name=$1
+	shift
+	expect_ok patch s1 "$fn" "$fn_new"
+	expect_ok "$@"
+	enter_helper
+	kpatch_param retries 0
+	log_mark
+	expect_refused EBUSY unpatch s1
+	check_refused_culprit unpatch s1
+	check_eq "the thread is still in the helper" 1 \
+		"$(modparam "$SIB_NEW" state)"
+	if ! is_patched s1; then
+		log_mark
+		kp unpatch "$_lp_name" || :
+		diag "unpatch $_lp_name: $KP_RESULT"
+		# Without the check the patch went: pin the module again,
+		# so that nothing can unload it before the thread is out.
+		if ! is_patched "$_lp_name"; then
+			diag "nothing pins $SIB_NEW any more" \
+				"(refcount $(refcount "$SIB_NEW")); an rmmod now" \
+				"would free the code the thread sleeps in." \
+				"Patching it again."
+			kp "$@" || :
+		fi
+	fi
+	check "$SIB_NEW stays pinned while the thread sleeps in its code" \
+		pinned "$SIB_NEW"
+	kpatch_param retries "$retries"
+	leave_helper
+	check_eq "the call ran the new code (the helper's 2)" 2 \
+		"$(modparam "$SIB" result)"
+	if is_patched s1; then
+		expect_ok unpatch s1
+	fi
+	expect_ok unpatch "$_lp_name"
+	check_patches "nothing patched"
+	check_no_splat
+}
+
 setup_modules kpatch kpatch_test_target kpatch_test_new "$SIB" "$SIB_NEW"
 fn=$(sym kpatch_test_sib_fn "$SIB") || bail "setup: find kpatch_test_sib_fn"
 fn_new=$(sym kpatch_test_sib_fn_new "$SIB_NEW") || bail "setup: find kpatch_test_sib_fn_new"
@@ -103,6 +172,7 @@ other=$(sym kpatch_test_sib_other "$SIB_NEW") || bail "setup: find kpatch_test_s
 a=$(sym kpatch_test_value_a kpatch_test_target) || bail "setup: find kpatch_test_value_a"
 a1=$(sym kpatch_test_value_a_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_a_v1"
 b=$(sym kpatch_test_value_b kpatch_test_target) || bail "setup: find kpatch_test_value_b"
+b1=$(sym kpatch_test_value_b_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_b_v1"
 pid=$(modparam "$SIB" pid)
 retries=$(modparam kpatch retries)
 
@@ -184,6 +254,46 @@ leave_helper
 check_eq "the call ran the new code (the helper's 2)" 2 "$(modparam "$SIB" result)"
 expect_ok unpatch s3
 check_eq "b restored" "a=1 b=2" "$(target_values)"
+check_no_splat
+
+hook=$(sym kpatch_test_sib_hook "$SIB_NEW") || bail "setup: find kpatch_test_sib_hook"
+
+start_test "the last pin is an old function's"
+log_mark
+last_pin s3 patch s3 "$other" "$a1"
+
+start_test "the last pin is a hook's"
+log_mark
+last_pin s4 patch s4 "$b" "$b1" "pre-patch=$hook"
+
+# One patch, two pairs: s1's, and one whose old function is in
+# kpatch_test_sib_new.  The thread entered the module through the first
+# pair, from kpatch_test_sib; that the module also holds an old function
+# of the patch does not make its own code responsible for the thread.
+start_test "one patch, which also patches the module"
+log_mark
+expect_ok patch s5 "$fn" "$fn_new" "$other" "$a1"
+enter_helper
+kpatch_param retries 0
+log_mark
+expect_refused EBUSY unpatch s5
+check_refused_culprit unpatch s5
+check "$SIB_NEW stays pinned while the thread sleeps in its code" \
+	pinned "$SIB_NEW"
+kpatch_param retries "$retries"
+if ! is_patched s5; then
+	diag "s5 was removed and nothing pins $SIB_NEW any more" \
+		"(refcount $(refcount "$SIB_NEW")); patching it again."
+	kp patch s5 "$fn" "$fn_new" "$other" "$a1" || :
+fi
+leave_helper
+check_eq "the call ran the new code (the helper's 2)" 2 "$(modparam "$SIB" result)"
+expect_ok unpatch s5
+check_patches "nothing patched"
+check_no_splat
+
+start_test "the module unloads once nothing is in it"
+check_eq "refcount of $SIB_NEW" 0 "$(refcount "$SIB_NEW")"
 check "rmmod $SIB_NEW succeeds" unload_mod "$SIB_NEW"
 check "rmmod $SIB succeeds" unload_mod "$SIB"
 check_no_splat

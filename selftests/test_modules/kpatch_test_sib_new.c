@@ -20,10 +20,10 @@
  * this module, for kpatch_test_target's kpatch_test_value_b() (2), so
  * that two patches can pin the module.  It is also an old function, for a
  * patch that pins this module only as the module of an old function
- * (test-lastpin.sh).
+ * (test-sibling.sh).
  *
  * kpatch_test_sib_hook() does nothing and returns 0: a hook, for a patch
- * that pins this module only as the module of a hook (test-lastpin.sh).
+ * that pins this module only as the module of a hook (test-sibling.sh).
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt

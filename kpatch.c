@@ -945,12 +945,14 @@ static unsigned int kpatch_sort_uniq(void *base, unsigned int n, size_t size,
 static __cold int kpatch_collect(struct kpatch_update *upd)
 {
 	struct kpatch_module *kpmod;
-	unsigned int n = 0, p, i;
+	unsigned int n = 2, p, i;
 
 	upd->nr_parts = 0;
 	upd->nr_touched = 0;
-	upd->parts = kmalloc_array(2 + list_count_nodes(&kpatch_patches),
-				   sizeof(*upd->parts), GFP_KERNEL);
+	/* Not list_count_nodes(): Debian 12's point-release 6.1 lacks it. */
+	list_for_each_entry(kpmod, &kpatch_patches, list)
+		n++;
+	upd->parts = kmalloc_array(n, sizeof(*upd->parts), GFP_KERNEL);
 	if (!upd->parts)
 		return -ENOMEM;
 	if (upd->remove)
@@ -961,7 +963,7 @@ static __cold int kpatch_collect(struct kpatch_update *upd)
 	if (upd->add)
 		upd->parts[upd->nr_parts++] = upd->add;
 
-	for (p = 0; p < upd->nr_parts; p++)
+	for (n = 0, p = 0; p < upd->nr_parts; p++)
 		n += upd->parts[p]->num_funcs;
 	upd->touched = kmalloc_array(n ?: 1, sizeof(*upd->touched),
 				     GFP_KERNEL);

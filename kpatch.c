@@ -67,9 +67,10 @@
 #include <linux/delay.h>
 #include <linux/ftrace.h>
 #include <linux/hashtable.h>
+#include <linux/jump_label.h>
 #include <linux/kallsyms.h>
 #include <linux/kobject.h>
-#include <linux/mempool.h>
+#include <linux/kthread.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
@@ -86,6 +87,7 @@
 #include <linux/tracepoint.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
+#include <linux/workqueue.h>
 #include <asm/ibt.h>
 #include <asm/linkage.h>
 #include <asm/nops.h>
@@ -176,6 +178,47 @@ static void kpatch_mod_text(const struct module *mod, bool init,
 
 	*start = (unsigned long)layout->base;
 	*end = *start + layout->text_size;
+#endif
+}
+
+/*
+ * Is @addr in the data of @mod that stays writable after its init (not
+ * text, read-only or __ro_after_init data, nor init memory)?
+ */
+static bool kpatch_mod_rw(const struct module *mod, unsigned long addr)
+{
+#ifdef for_each_mod_mem_type
+	return within_module_mem_type(addr, mod, MOD_DATA);
+#else
+	const struct module_layout *l = &mod->core_layout;
+
+	return addr >= (unsigned long)l->base + l->ro_after_init_size &&
+	       addr < (unsigned long)l->base + l->size;
+#endif
+}
+
+/*
+ * Follow, in reading @rd, every static branch of @mod (NULL: none) whose
+ * code is in [@start, @end) to where it jumps when on, as the module's jump
+ * table says: on or off now, it may have been on when a task passed it.
+ */
+struct kpatch_reading;
+static int kpatch_follow(struct kpatch_reading *rd, unsigned long target);
+
+static int kpatch_follow_labels(struct kpatch_reading *rd, struct module *mod,
+				unsigned long start, unsigned long end)
+{
+#ifdef CONFIG_JUMP_LABEL
+	struct jump_entry *e;
+	int ret = 0;
+
+	for (e = mod ? mod->jump_entries : NULL;
+	     mod && e < mod->jump_entries + mod->num_jump_entries && !ret; e++)
+		if (jump_entry_code(e) >= start && jump_entry_code(e) < end)
+			ret = kpatch_follow(rd, jump_entry_target(e));
+	return ret;
+#else
+	return 0;
 #endif
 }
 
@@ -408,12 +451,18 @@ struct kpatch_update {
 	unsigned int nr_touched;
 	unsigned int first_add;
 
-	/* One try, from kpatch_build_ranges(), freed by the try. */
-	struct kpatch_range *ranges;	/* sorted, disjoint */
+	/*
+	 * One try, from kpatch_build_ranges(), freed by kpatch_free_ranges():
+	 * the code no task may be in, sorted and disjoint; the modules checked
+	 * whole but for their own kernel threads; new records of ways into
+	 * modules (kpatch_add_reaches()), kept if the update takes effect.
+	 */
+	struct kpatch_range *ranges;
 	unsigned int nr_ranges, max_ranges;
-	/* Jump targets that are no function's piece (kpatch_add_code()). */
-	unsigned long not_pieces[8];
-	unsigned int nr_not_pieces;
+	struct module **whole;
+	unsigned int nr_whole;
+	struct kpatch_ways_in **ways;
+	unsigned int nr_ways;
 
 	/*
 	 * One pre-walk, from kpatch_prewalk(), freed by kpatch_forget():
@@ -992,7 +1041,7 @@ static void kpatch_uncollect(struct kpatch_update *upd)
 }
 
 /* ------------------------------------------------------------------------
- * The stack check
+ * What the stack check looks for: code ranges
  */
 
 static int kpatch_cmp_range(const void *a, const void *b)
@@ -1025,181 +1074,402 @@ static int kpatch_add_range(struct kpatch_update *upd, unsigned long start,
 	return 0;
 }
 
+/* ------------------------------------------------------------------------
+ * Reading code
+ */
+
+/*
+ * Two questions need a function's code, not only its address: which
+ * pieces it has, and where a redirect into a module can lead a task (both
+ * in "The stack check", below).  Both follow the jumps that leave the code
+ * read so far; only jumps, since a call leaves a return address in the
+ * caller, which the stack check sees anyway.
+ *
+ * Code is read instruction by instruction, by length, with the one- and
+ * two-byte opcode maps of the x86 manuals reduced to what decides an
+ * instruction's length, one letter per opcode:
+ *
+ *   .  nothing follows          p  a prefix     R  a REX prefix
+ *   m  a ModRM byte             B  ModRM, imm8  Z  ModRM, imm16/32
+ *   b  an imm8                  w  an imm16     z  an imm16/32
+ *   e  imm16, imm8 (enter)      v  imm16/32/64 (mov reg, imm)
+ *   o  a 64-bit address (mov to or from an absolute address)
+ *   f  group 3 of bytes: ModRM, an imm8 for test; F: ModRM, imm16/32
+ *   j  a jump, rel8             J  a jump, rel32   c  a call, rel32
+ *   I  group 5: ModRM; indirect calls and jumps    r  ret
+ *   0  escape to the two-byte map;  3 and 4: to the three-byte maps
+ *      0f 38 (ModRM) and 0f 3a (ModRM, imm8)
+ *   V  a VEX prefix: its map is one of those three
+ *   x  what kernel C code has not here (EVEX, opcodes invalid in 64-bit
+ *      mode): the code is not decoded further
+ *
+ * selftests/harness/lint.sh checks this decoder against objdump on every
+ * function of the debug kernel's vmlinux and of the test modules.
+ */
+static const char kpatch_op1[256] =
+	"mmmmbzxxmmmmbzx0" "mmmmbzxxmmmmbzxx" "mmmmbzpxmmmmbzpx" "mmmmbzpxmmmmbzpx"
+	"RRRRRRRRRRRRRRRR" "................" "xxxmppppzZbB...." "jjjjjjjjjjjjjjjj"
+	"BZxBmmmmmmmmmmmm" "..........x....." "oooo....bz......" "bbbbbbbbvvvvvvvv"
+	"BBwrVVBZe.w..bx." "mmmmxxx.mmmmmmmm" "jjjjbbbbcJxj...." "p.pp..fF......mI";
+static const char kpatch_op2[256] =
+	"mmmmx.....x.xm.x" "mmmmmmmmmmmmmmmm" "mmmmxxxxmmmmmmmm" "......x.3x4xxxxx"
+	"mmmmmmmmmmmmmmmm" "mmmmmmmmmmmmmmmm" "mmmmmmmmmmmmmmmm" "BBBBmmm.mmxxmmmm"
+	"JJJJJJJJJJJJJJJJ" "mmmmmmmmmmmmmmmm" "...mBmmm...mBmmm" "mmmmmmmmmmBmmmmm"
+	"mmBmBBBm........" "mmmmmmmmmmmmmmmm" "mmmmmmmmmmmmmmmm" "mmmmmmmmmmmmmmmm";
+
+enum kpatch_insn {
+	KPATCH_INSN_OTHER,
+	KPATCH_INSN_JUMP,	/* jmp or jcc to an address given in the code */
+	KPATCH_INSN_INDIRECT,	/* jmp through a register or memory */
+	KPATCH_INSN_RET,
+};
+
+/*
+ * The instruction at @p, which is at @addr and has @avail bytes after it
+ * that may be read: its length, or 0 if it cannot be decoded; what it is in
+ * *@kind, and for a jump its target in *@target.
+ */
+static unsigned int kpatch_decode(const u8 *p, unsigned long avail,
+				  unsigned long addr, enum kpatch_insn *kind,
+				  unsigned long *target)
+{
+	unsigned int i, imm = 0, n = min(avail, 15UL);
+	bool opsize = false, addr32 = false, rexw = false;
+	u8 modrm, reg, map;
+	s32 rel32;
+	char c;
+
+	*kind = KPATCH_INSN_OTHER;
+	for (i = 0; ; i++) {
+		if (i >= n)
+			return 0;
+		c = kpatch_op1[p[i]];
+		if (c == 'R') {
+			rexw = p[i] & 8;
+		} else if (c == 'p') {
+			rexw = false;	/* a REX prefix counts only last */
+			opsize |= p[i] == 0x66;
+			addr32 |= p[i] == 0x67;
+		} else {
+			break;
+		}
+	}
+	if (c == 'V') {			/* c5 RvvvvLpp, c4 RXBmmmmm WvvvvLpp */
+		if (i + 3 >= n)
+			return 0;
+		map = p[i] == 0xc5 ? 1 : p[i + 1] & 0x1f;
+		i += p[i] == 0xc5 ? 2 : 3;
+		c = map == 1 ? kpatch_op2[p[i]] : map == 2 ? 'm' :
+		    map == 3 ? 'B' : 'x';
+		if (c != '.' && c != 'm' && c != 'B')
+			return 0;
+	} else if (c == '0') {
+		if (++i >= n)
+			return 0;
+		c = kpatch_op2[p[i]];
+		if (c == '3' || c == '4') {
+			c = c == '3' ? 'm' : 'B';
+			i++;
+		}
+	}
+	i++;				/* the opcode */
+	switch (c) {
+	case 'x':
+		return 0;
+	case '.':
+		break;
+	case 'r':
+		*kind = KPATCH_INSN_RET;
+		break;
+	case 'j':
+	case 'J':
+		*kind = KPATCH_INSN_JUMP;
+		imm = c == 'j' ? 1 : 4;
+		break;
+	case 'c':
+		imm = 4;
+		break;
+	case 'b':
+		imm = 1;
+		break;
+	case 'w':
+		imm = 2;
+		break;
+	case 'e':
+		imm = 3;
+		break;
+	case 'z':
+		imm = opsize && !rexw ? 2 : 4;
+		break;
+	case 'v':
+		imm = rexw ? 8 : opsize ? 2 : 4;
+		break;
+	case 'o':
+		imm = addr32 ? 4 : 8;
+		break;
+	default:			/* m B Z f F I: a ModRM byte first */
+		if (i >= n)
+			return 0;
+		modrm = p[i++];
+		reg = (modrm >> 3) & 7;
+		if (modrm < 0xc0) {	/* a memory operand */
+			if ((modrm & 7) == 4) {		/* a SIB byte */
+				if (i >= n)
+					return 0;
+				if (modrm < 0x40 && (p[i] & 7) == 5)
+					i += 4;
+				i++;
+			} else if (modrm < 0x40 && (modrm & 7) == 5) {
+				i += 4;			/* %rip-relative */
+			}
+			i += modrm >= 0x80 ? 4 : modrm >= 0x40 ? 1 : 0;
+		}
+		if (c == 'B' || (c == 'f' && reg < 2))
+			imm = 1;
+		else if (c == 'Z' || (c == 'F' && reg < 2))
+			imm = opsize && !rexw ? 2 : 4;
+		else if (c == 'I' && (reg == 4 || reg == 5))
+			*kind = KPATCH_INSN_INDIRECT;
+	}
+	i += imm;
+	if (i > n)
+		return 0;
+	if (*kind == KPATCH_INSN_JUMP) {
+		if (imm == 1) {
+			*target = addr + i + (s8)p[i - 1];
+		} else {
+			memcpy(&rel32, p + i - 4, sizeof(rel32));
+			*target = addr + i + rel32;
+		}
+	}
+	return i;
+}
+
+/*
+ * Where a return jumps to where the kernel returns through a thunk (see
+ * kpatch_init()), or 0.  Not a place a task can stay in: following a jump
+ * there leads nowhere.
+ */
+static unsigned long kpatch_return_thunk;
+
+/*
+ * kallsyms' answer for @addr, parsed (the only parser of it): the symbol's
+ * name is left in @buf (KSYM_SYMBOL_LEN bytes), *@start and *@size say
+ * where it is, *@mod names its module or is NULL for vmlinux.  False if
+ * @addr is in no symbol kallsyms knows.
+ */
+static bool kpatch_symbol(unsigned long addr, char *buf, unsigned long *start,
+			  unsigned long *size, char **mod)
+{
+	char *plus, *slash;
+	unsigned long off;
+
+	sprint_symbol(buf, addr);	/* "name+0xoff/0xsize [module]" */
+	*mod = strchr(buf, ' ');
+	if (*mod) {
+		*(*mod)++ = '\0';
+		if (*(*mod)++ != '[')
+			return false;
+		(*mod)[strcspn(*mod, " ]")] = '\0';
+	}
+	plus = strrchr(buf, '+');
+	slash = strrchr(buf, '/');
+	if (!plus || !slash || slash < plus)
+		return false;
+	*slash = '\0';
+	*plus = '\0';
+	if (kstrtoul(plus + 1, 16, &off) || kstrtoul(slash + 1, 16, size) ||
+	    off >= *size)
+		return false;
+	*start = addr - off;
+	return true;
+}
+
+/* Does vmlinux map @addr as executable text? */
+static bool kpatch_kernel_text(unsigned long addr)
+{
+	unsigned int level;
+	pte_t *pte = lookup_address(addr, &level);
+
+	return pte && pte_present(*pte) && pte_exec(*pte);
+}
+
+/*
+ * One reading: the code to read, in the update's ranges from @first on,
+ * which grow as jumps lead further.  Jumps are followed only within the
+ * text of @mod, or of vmlinux if it is NULL; with @fn set only into pieces
+ * of the function at @fn (see kpatch_add_code()), else into any function
+ * there (see kpatch_add_reach()).  @lost says that a jump could not be
+ * followed: an indirect one, one that leaves @mod and is no return, or
+ * code that could not be decoded.
+ */
+struct kpatch_reading {
+	struct kpatch_update *upd;
+	unsigned int first;
+	struct module *mod;
+	unsigned long fn;
+	char *name;		/* @fn's name, looked up when first needed */
+	size_t nlen;
+	char *sym;		/* room for kpatch_symbol() */
+	bool lost;
+};
+
+/* Follow a jump of @rd to @target. */
+static int kpatch_follow(struct kpatch_reading *rd, unsigned long target)
+{
+	struct kpatch_update *upd = rd->upd;
+	unsigned long start, size, lo, hi;
+	unsigned int i;
+	bool home;
+	char *mod;
+
+	for (i = rd->first; i < upd->nr_ranges; i++)
+		if (target >= upd->ranges[i].start &&
+		    target < upd->ranges[i].end)
+			return 0;	/* read, or to be read */
+	if (target == kpatch_return_thunk)
+		return 0;
+	if (rd->mod) {
+		kpatch_mod_text(rd->mod, false, &lo, &hi);
+		home = target >= lo && target < hi;
+	} else {
+		home = kpatch_kernel_text(target);
+	}
+	if (!rd->sym) {
+		rd->sym = kmalloc(2 * KSYM_SYMBOL_LEN, GFP_KERNEL);
+		if (!rd->sym)
+			return -ENOMEM;
+	}
+	if (!home || !kpatch_symbol(target, rd->sym, &start, &size, &mod) ||
+	    !mod != !rd->mod) {
+		rd->lost = true;
+		return 0;
+	}
+	if (rd->fn) {
+		if (!rd->name) {
+			rd->name = rd->sym + KSYM_SYMBOL_LEN;
+			sprint_symbol_no_offset(rd->name, rd->fn);
+			rd->nlen = strcspn(rd->name, " ");
+		}
+		if (strncmp(rd->sym, rd->name, rd->nlen) ||
+		    (!str_has_prefix(rd->sym + rd->nlen, ".cold") &&
+		     !str_has_prefix(rd->sym + rd->nlen, ".part.")))
+			return 0;	/* a tail call: the function ends */
+	}
+	return kpatch_add_range(upd, start, size);
+}
+
+/*
+ * Read the ranges of @rd to the end, adding what their jumps lead to.  The
+ * code is pinned (vmlinux, or a module that a pin or the patch being
+ * prepared holds), so it can be read.  It may be changing meanwhile
+ * (ftrace, static keys, kprobes); whatever it reads as, each range added
+ * is a whole symbol.  Code that cannot be decoded is read on byte by byte,
+ * each byte taken as the start of a jump, so that no jump is missed: a
+ * false one leads into a function that is no piece, or makes the reading
+ * lost.  A static branch of a module leads where the module's jump table
+ * says, whether it is on or off; one of vmlinux only where it leads now
+ * (see Documentation.txt).  Without @fn, reading stops once it is lost:
+ * the whole module is checked then.
+ */
+static int kpatch_read(struct kpatch_reading *rd)
+{
+	struct kpatch_update *upd = rd->upd;
+	unsigned long start, end, target, i;
+	enum kpatch_insn kind;
+	unsigned int r, len;
+	bool bytewise;
+	int ret = 0;
+
+	for (r = rd->first; r < upd->nr_ranges; r++) {
+		start = upd->ranges[r].start;
+		end = upd->ranges[r].end;
+		bytewise = false;
+		for (i = 0; start + i < end; i += bytewise ? 1 : len) {
+			len = kpatch_decode((const u8 *)start + i,
+					    end - start - i, start + i, &kind,
+					    &target);
+			if (!len || kind == KPATCH_INSN_INDIRECT)
+				rd->lost = true;
+			bytewise |= !len;
+			if (len && kind == KPATCH_INSN_JUMP &&
+			    (target < start || target >= end))
+				ret = kpatch_follow(rd, target);
+			if (ret || (rd->lost && !rd->fn))
+				return ret;
+		}
+		ret = kpatch_follow_labels(rd, rd->mod, start, end);
+		if (ret || (rd->lost && !rd->fn))
+			return ret;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * The stack check
+ */
+
 /*
  * A function's pieces.  The compiler may move the unlikely blocks of a
  * function f into f.cold, and a part of its body into f.part.N, each in
  * another place and listed by kallsyms as a function of its own.  f goes
- * to its .cold piece by a jump, and the piece jumps back into f; it may go
- * to a .part piece by a jump too (a tail call; a call leaves a return
- * address in f, which the check sees anyway).  A task that sleeps in a
- * call made from such a piece has no return address in f, yet it runs f's
- * code when it wakes: to the stack check, the pieces are f.
- *
- * They are found by reading f's code: a jump to another section has a
- * 32-bit displacement, jmp (e9) or jcc (0f 80-8f).  Every byte is tried as
- * an opcode; a false match points anywhere and fails the name test, as do
- * tail calls of other functions.  Looking a name up costs more than
- * reading a function, so a target outside the text of f's module is let
- * go at once (a piece is where f is), and so are the last few targets
- * that failed the test (the return thunk, say).  A static branch that is
- * off is a NOP
- * whose target cannot be read: a piece that only such a branch leads to
- * is not found (see Documentation.txt).  The code is read while it may be
- * patched (ftrace, static keys); each piece found is a real one, whatever
- * the bytes around it were.
- */
-#define KPATCH_PIECES_MAX	8
-
-/*
- * Is @sym, as sprint_symbol() prints it, the start of a piece of the
- * function called @name (@len bytes): "<name>.cold", "<name>.part.N",
- * "<name>.part.N.cold" and the like?  Then its size goes to @size.
- */
-static __cold bool kpatch_piece_name(char *sym, const char *name, size_t len,
-				     unsigned long *size)
-{
-	char *p = sym + len;
-
-	if (strncmp(sym, name, len))
-		return false;
-	if (str_has_prefix(p, ".cold"))
-		p += 5;
-	else if (str_has_prefix(p, ".part."))
-		p += 6;
-	else
-		return false;
-	while (isdigit(*p) || *p == '.')
-		p++;
-	if (str_has_prefix(p, "cold"))
-		p += 4;
-	while (isdigit(*p) || *p == '.')
-		p++;
-	if (!str_has_prefix(p, "+0x0/"))
-		return false;
-	p += 5;
-	p[strcspn(p, " ")] = '\0';
-	return !kstrtoul(p, 16, size);
-}
-
-/* Did @target fail the name test lately? */
-static bool kpatch_not_piece(struct kpatch_update *upd, unsigned long target)
-{
-	unsigned int i;
-
-	for (i = 0; i < ARRAY_SIZE(upd->not_pieces); i++)
-		if (upd->not_pieces[i] == target)
-			return true;
-	return false;
-}
-
-/*
- * Add @func's old function (@old) or its new one, and their pieces, to the
- * ranges.  The function is pinned text (vmlinux, or a module that a pin
- * or the patch being prepared holds), so its bytes can be read.  The
- * pieces of pieces are looked for too, in the first KPATCH_PIECES_MAX
- * found.
+ * to such a piece by a jump, and a .cold piece jumps back into f; so a
+ * task that sleeps in a call made from a piece has no return address in
+ * f, yet runs f's code when it wakes.  To the stack check, the pieces are
+ * f: add @func's old function (@old) or its new one to the ranges, with
+ * every symbol named like one of its pieces ("f.cold", "f.part.N",
+ * "f.part.N.cold", ...) that its jumps, or its pieces' jumps, lead into,
+ * at any offset.  A jump to anything else is a tail call, whose target
+ * does not belong to f.
  */
 static __cold int kpatch_add_code(struct kpatch_update *upd,
 				  const struct kpatch_func *func, bool old)
 {
-	unsigned long start[KPATCH_PIECES_MAX + 1], len[KPATCH_PIECES_MAX + 1];
 	const struct kpatch_module *kpmod = func->kpmod;
-	unsigned int i_func = func - kpmod->funcs, n = 1, k, j, op;
-	unsigned long addr = old ? func->old_addr : func->new_addr;
-	struct module *mod = kpmod->pins[old ? KPATCH_PIN_OLD(i_func) :
-					      KPATCH_PIN_NEW(i_func)];
-	struct kpatch_range home = { 0, ULONG_MAX };
-	unsigned long target, psize, i;
-	char *name = NULL, *sym;
-	s32 disp;
-	size_t nlen = 0;
-	const u8 *p;
-	int ret = 0;
+	unsigned int i = func - kpmod->funcs;
+	struct kpatch_reading rd = {
+		.upd = upd,
+		.first = upd->nr_ranges,
+		.mod = kpmod->pins[old ? KPATCH_PIN_OLD(i) : KPATCH_PIN_NEW(i)],
+		.fn = old ? func->old_addr : func->new_addr,
+	};
+	int ret;
 
-	if (mod)
-		kpatch_mod_text(mod, false, &home.start, &home.end);
-
-	start[0] = addr;
-	len[0] = old ? func->old_size : func->new_size;
-	for (k = 0; k < n && !ret; k++) {
-		ret = kpatch_add_range(upd, start[k], len[k]);
-		p = (const u8 *)start[k];
-		for (i = 0; !ret && i + 5 <= len[k]; i++) {
-			if (p[i] == 0xe9)
-				op = 1;
-			else if (p[i] == 0x0f && (p[i + 1] & 0xf0) == 0x80 &&
-				 i + 6 <= len[k])
-				op = 2;
-			else
-				continue;
-			memcpy(&disp, &p[i + op], sizeof(disp));
-			target = start[k] + i + op + sizeof(disp) + disp;
-			if ((target >= start[k] && target < start[k] + len[k]) ||
-			    target < home.start || target >= home.end ||
-			    kpatch_not_piece(upd, target))
-				continue;
-			for (j = 0; j < n && start[j] != target; j++)
-				;
-			if (j < n)
-				continue;
-			if (!name) {	/* most functions get no further */
-				name = kmalloc(2 * KSYM_SYMBOL_LEN, GFP_KERNEL);
-				if (!name) {
-					ret = -ENOMEM;
-					break;
-				}
-				sym = name + KSYM_SYMBOL_LEN;
-				sprint_symbol_no_offset(name, addr);
-				nlen = strcspn(name, " ");
-			}
-			sprint_symbol(sym, target);
-			if (!kpatch_piece_name(sym, name, nlen, &psize)) {
-				upd->not_pieces[upd->nr_not_pieces++ %
-						ARRAY_SIZE(upd->not_pieces)] = target;
-				continue;
-			}
-			if (n > KPATCH_PIECES_MAX) {	/* not read itself */
-				ret = kpatch_add_range(upd, target, psize);
-				continue;
-			}
-			start[n] = target;
-			len[n++] = psize;
-		}
-	}
-	kfree(name);
+	ret = kpatch_add_range(upd, rd.fn, old ? func->old_size :
+						 func->new_size);
+	ret = ret ?: kpatch_read(&rd);
+	kfree(rd.sym);
 	return ret;
 }
 
 /*
- * The executable memory of @mod: its core text and, while the module is
- * still in its init, its init text (freed once the init succeeded).
+ * The module that function @i of @kpmod redirects calls into from
+ * outside: that of its new function, if it is in a module and its old
+ * function is not in the same one; else NULL.  A module that patches
+ * itself sends no task in: its callers are its own, and its own code
+ * decides when it may go.
  */
-static struct kpatch_range
-kpatch_module_text_range(struct module *mod, bool init)
+static struct module *kpatch_way_in(const struct kpatch_module *kpmod,
+				    int i)
 {
-	struct kpatch_range r;
+	struct module *mod = kpmod->pins[KPATCH_PIN_NEW(i)];
 
-	kpatch_mod_text(mod, init, &r.start, &r.end);
-	return r;
+	return mod == kpmod->pins[KPATCH_PIN_OLD(i)] ? NULL : mod;
 }
 
-/*
- * Does @kpmod send calls into @mod from outside: a function whose new
- * version is in @mod and whose old one is not?
- */
+/* Does @kpmod redirect calls into @mod? */
 static bool kpatch_redirects_into(const struct kpatch_module *kpmod,
 				  const struct module *mod)
 {
 	int i;
 
 	for (i = 0; i < kpmod->num_funcs; i++)
-		if (kpmod->pins[KPATCH_PIN_NEW(i)] == mod &&
-		    kpmod->pins[KPATCH_PIN_OLD(i)] != mod)
+		if (kpatch_way_in(kpmod, i) == mod)
 			return true;
 	return false;
 }
 
-/* Does a patch that is enabled after @upd send calls into @mod? */
+/* Does a patch that is enabled after @upd redirect calls into @mod? */
 static bool kpatch_redirected_after(const struct kpatch_update *upd,
 				    const struct module *mod)
 {
@@ -1216,40 +1486,205 @@ static bool kpatch_redirected_after(const struct kpatch_update *upd,
 }
 
 /*
- * @kpmod goes out with @upd.  Its redirects may have sent tasks from
- * outside a module into the module's code, and not only into the new
- * functions that kallsyms names: a new function may have gone on into a
- * helper of its module by a sibling call (a jmp, which leaves no frame of
- * the new function on the stack).  Once no patch redirects into the
- * module any more, its code is reached only the way any module's is, and
- * nothing of kpatch keeps it loaded for long: another patch's pin on it,
- * for an old function or a hook, goes with that patch, whose update does
- * not look for tasks sent in by this one.  So the update that removes the
- * last redirect into a module checks all its executable memory, whatever
- * else pins it.  A function whose old version is in the same module (a
- * module patching itself) sends no task in: its callers are the module's
- * own, and its lifetime protects them.
+ * Ways into a module.  A redirect into a module (a new function there
+ * whose old function is elsewhere) leads tasks from outside into the
+ * module's code, and not only into the new function: by a jump (a sibling
+ * call, `return helper(x)`) a task goes on into a helper with no frame of
+ * the new function left on its stack.  Once no patch redirects into the
+ * module any more, nothing of kpatch keeps it loaded: another patch's pin
+ * on it, for an old function or a hook, goes with that patch, whose
+ * update does not look for tasks that this one sent in.  So the update
+ * that removes the last redirect into a module checks where every way in
+ * can have led (kpatch_add_reach()), including the ways in of patches
+ * removed while other patches still redirected into it: those are kept
+ * here, one record per module, from such a removal until the last
+ * redirect goes.  Under kpatch_mutex; the module is pinned while it has a
+ * record (by the patches that still redirect into it).
  */
-static int kpatch_add_left(struct kpatch_update *upd,
-			   const struct kpatch_module *kpmod)
-{
-	struct kpatch_range r, ri;
+struct kpatch_ways_in {
+	struct list_head list;
 	struct module *mod;
-	int i, ret;
+	unsigned int nr;
+	unsigned long addr[];	/* the new functions */
+};
 
-	for (i = 0; i < kpmod->num_funcs; i++) {
-		mod = kpmod->pins[KPATCH_PIN_NEW(i)];
-		if (!mod || kpmod->pins[KPATCH_PIN_OLD(i)] == mod ||
-		    kpatch_redirected_after(upd, mod))
-			continue;
-		r = kpatch_module_text_range(mod, false);
-		ri = kpatch_module_text_range(mod, true);
-		ret = kpatch_add_range(upd, r.start, r.end - r.start) ?:
-		      kpatch_add_range(upd, ri.start, ri.end - ri.start);
-		if (ret)
-			return ret;
+static LIST_HEAD(kpatch_ways_in);
+
+static struct kpatch_ways_in *kpatch_ways_in_find(const struct module *mod)
+{
+	struct kpatch_ways_in *w;
+
+	lockdep_assert_held(&kpatch_mutex);
+	list_for_each_entry(w, &kpatch_ways_in, list)
+		if (w->mod == mod)
+			return w;
+	return NULL;
+}
+
+/*
+ * Where the ways into @mod can have led a task: each new function at
+ * @addr[@n] and whatever in @mod it reaches by jumps, as far as they go
+ * (kpatch_read()).  Where a jump cannot be followed, the task can be
+ * anywhere in @mod: then the whole module is checked instead, except for
+ * its own kernel threads (kpatch_in_whole()).
+ */
+static __cold int kpatch_add_reach(struct kpatch_update *upd,
+				   struct module *mod,
+				   const unsigned long *addr, unsigned int n)
+{
+	struct kpatch_reading rd = {
+		.upd = upd,
+		.first = upd->nr_ranges,
+		.mod = mod,
+	};
+	unsigned long start, size;
+	unsigned int i;
+	char *modname;
+	int ret = 0;
+
+	rd.sym = kmalloc(2 * KSYM_SYMBOL_LEN, GFP_KERNEL);
+	if (!rd.sym)
+		return -ENOMEM;
+	for (i = 0; i < n && !ret; i++)
+		if (kpatch_symbol(addr[i], rd.sym, &start, &size, &modname))
+			ret = kpatch_add_range(upd, start, size);
+		else
+			rd.lost = true;
+	ret = ret ?: kpatch_read(&rd);
+	kfree(rd.sym);
+	if (!ret && rd.lost) {
+		upd->nr_ranges = rd.first;
+		upd->whole[upd->nr_whole++] = mod;
 	}
-	return 0;
+	return ret;
+}
+
+/*
+ * For every module that a patch @upd removes redirects into: a new record
+ * of its ways in, those of the record it has and those the update
+ * removes, in upd->ways (kpatch_ways_in_commit() keeps it if other patches
+ * still redirect into the module); and if none will, the check of where
+ * they can have led.
+ */
+static __cold int kpatch_add_reaches(struct kpatch_update *upd)
+{
+	struct kpatch_ways_in *old, *w;
+	struct kpatch_module *kpmod;
+	unsigned int p, q, k, n;
+	struct module *mod;
+	int i, j, ret = 0;
+
+	for (p = 0; p < upd->nr_parts && !ret; p++) {
+		kpmod = upd->parts[p];
+		for (i = 0; kpmod != upd->add && i < kpmod->num_funcs && !ret;
+		     i++) {
+			mod = kpatch_way_in(kpmod, i);
+			for (k = 0; mod && k < upd->nr_ways; k++)
+				if (upd->ways[k]->mod == mod)
+					mod = NULL;
+			if (!mod)
+				continue;
+
+			old = kpatch_ways_in_find(mod);
+			n = old ? old->nr : 0;
+			for (q = p; q < upd->nr_parts; q++)
+				for (j = 0; upd->parts[q] != upd->add &&
+				     j < upd->parts[q]->num_funcs; j++)
+					n += kpatch_way_in(upd->parts[q], j) == mod;
+			w = kmalloc(struct_size(w, addr, n), GFP_KERNEL);
+			if (!w) {
+				ret = -ENOMEM;
+				break;
+			}
+			w->mod = mod;
+			w->nr = old ? old->nr : 0;
+			if (old)
+				memcpy(w->addr, old->addr,
+				       old->nr * sizeof(*w->addr));
+			for (q = p; q < upd->nr_parts; q++)
+				for (j = 0; upd->parts[q] != upd->add &&
+				     j < upd->parts[q]->num_funcs; j++)
+					if (kpatch_way_in(upd->parts[q], j) == mod)
+						w->addr[w->nr++] =
+							upd->parts[q]->funcs[j].new_addr;
+			upd->ways[upd->nr_ways++] = w;
+			if (!kpatch_redirected_after(upd, mod))
+				ret = kpatch_add_reach(upd, mod, w->addr, w->nr);
+		}
+	}
+	return ret;
+}
+
+/*
+ * @upd took effect: keep the new records of ways in for the modules that
+ * patches still redirect into, and drop the old ones.
+ */
+static __cold void kpatch_ways_in_commit(struct kpatch_update *upd)
+{
+	struct kpatch_ways_in *old, *w;
+	struct kpatch_module *kpmod;
+	bool kept;
+	unsigned int k;
+
+	for (k = 0; k < upd->nr_ways; k++) {
+		w = upd->ways[k];
+		old = kpatch_ways_in_find(w->mod);
+		if (old) {
+			list_del(&old->list);
+			kfree(old);
+		}
+		kept = false;
+		list_for_each_entry(kpmod, &kpatch_patches, list)
+			kept |= kpatch_redirects_into(kpmod, w->mod);
+		if (kept)
+			list_add(&w->list, &kpatch_ways_in);
+		else
+			kfree(w);
+		upd->ways[k] = NULL;
+	}
+}
+
+/*
+ * Is @addr in a module checked whole (see kpatch_add_reach()), and @task
+ * not a kernel thread of that module?  A kernel thread whose function is
+ * in the module runs the module's code until the module's exit stops it,
+ * and kthread_stop() returns only once the thread has left its function
+ * and reached exit_mm() in do_exit(): whatever the thread runs inside the
+ * module, however it got there, ends before the module can be freed.  From
+ * do_exit() on (PF_EXITING) that no longer holds, and such a thread counts
+ * like any task.  kthread_func() reads only the task.
+ */
+static bool kpatch_in_whole(const struct kpatch_update *upd,
+			    struct task_struct *task, unsigned long addr)
+{
+	struct module *mod;
+	unsigned int i;
+
+	for (i = 0; i < upd->nr_whole; i++) {
+		mod = upd->whole[i];
+		if (!within_module(addr, mod))
+			continue;
+		if (!(task->flags & PF_EXITING) &&
+		    within_module_core((unsigned long)kthread_func(task), mod))
+			continue;
+		return true;
+	}
+	return false;
+}
+
+/* Free what kpatch_build_ranges() allocated, and records not kept. */
+static void kpatch_free_ranges(struct kpatch_update *upd)
+{
+	while (upd->nr_ways)
+		kfree(upd->ways[--upd->nr_ways]);
+	kfree(upd->ways);
+	upd->ways = NULL;
+	kfree(upd->whole);
+	upd->whole = NULL;
+	upd->nr_whole = 0;
+	kfree(upd->ranges);
+	upd->ranges = NULL;
+	upd->nr_ranges = 0;
 }
 
 /*
@@ -1261,11 +1696,11 @@ static int kpatch_add_left(struct kpatch_update *upd,
  * ftrace's trampoline, the ftrace_ops handler or kpatch's trampoline has
  * the return address of the old function's fentry call on its stack, and
  * resumes wherever the target it read pointed it.  Each function comes
- * with its pieces (see kpatch_add_code()).  Removing an entry that is not
- * on top changes nothing visible and needs no check of its functions; the
- * modules the update stops redirecting into are another matter (see
- * kpatch_add_left()).  Done before stop_machine(), under kpatch_mutex, so
- * the table cannot change between here and the callback.  On failure
+ * with its pieces (kpatch_add_code()).  Removing an entry that is not on
+ * top changes nothing visible and needs no check of its functions; the
+ * modules the update stops redirecting into are another matter
+ * (kpatch_add_reaches()).  Done before stop_machine(), under kpatch_mutex,
+ * so the table cannot change between here and the callback.  On failure
  * nothing is left allocated.
  */
 static int kpatch_build_ranges(struct kpatch_update *upd)
@@ -1276,13 +1711,15 @@ static int kpatch_build_ranges(struct kpatch_update *upd)
 
 	/* Room for two functions per entry and two modules; more if needed. */
 	upd->nr_ranges = 0;
-	upd->nr_not_pieces = 0;
-	memset(upd->not_pieces, 0, sizeof(upd->not_pieces));
 	upd->max_ranges = 4 * upd->nr_touched + 4;
 	upd->ranges = kmalloc_array(upd->max_ranges, sizeof(*upd->ranges),
 				    GFP_KERNEL);
-	if (!upd->ranges)
-		return -ENOMEM;
+	upd->ways = kmalloc_array(upd->nr_touched ?: 1, sizeof(*upd->ways),
+				  GFP_KERNEL);
+	upd->whole = kmalloc_array(upd->nr_touched ?: 1, sizeof(*upd->whole),
+				   GFP_KERNEL);
+	if (!upd->ranges || !upd->ways || !upd->whole)
+		ret = -ENOMEM;
 
 	for (i = 0; i < upd->nr_touched && !ret; i++) {
 		func = upd->touched[i];
@@ -1297,12 +1734,9 @@ static int kpatch_build_ranges(struct kpatch_update *upd)
 		}
 		ret = ret ?: kpatch_add_code(upd, func, true);
 	}
-	for (i = 0; i < upd->nr_parts && !ret; i++)
-		if (upd->parts[i] != upd->add)
-			ret = kpatch_add_left(upd, upd->parts[i]);
+	ret = ret ?: kpatch_add_reaches(upd);
 	if (ret) {
-		kfree(upd->ranges);
-		upd->ranges = NULL;
+		kpatch_free_ranges(upd);
 		return ret;
 	}
 
@@ -1321,6 +1755,12 @@ static int kpatch_build_ranges(struct kpatch_update *upd)
 	return 0;
 }
 
+/* Is there any code that @upd's stack check looks for? */
+static bool kpatch_checks(const struct kpatch_update *upd)
+{
+	return upd->nr_ranges || upd->nr_whole;
+}
+
 static bool kpatch_in_ranges(const struct kpatch_update *upd,
 			     unsigned long addr)
 {
@@ -1337,6 +1777,16 @@ static bool kpatch_in_ranges(const struct kpatch_update *upd,
 			return true;
 	}
 	return false;
+}
+
+/*
+ * A task's name, printed with %*pE: a task chooses its own name
+ * (prctl(PR_SET_NAME)), and a newline in it must not start a line of the
+ * log or of the check file.
+ */
+static int kpatch_comm_len(const char *comm)
+{
+	return strnlen(comm, TASK_COMM_LEN);
 }
 
 static __cold void kpatch_refuse(struct kpatch_update *upd,
@@ -1384,7 +1834,8 @@ static int kpatch_walk_stack(struct task_struct *task,
 			kpatch_refuse(upd, KPATCH_UNRELIABLE, task, 0);
 			return -EBUSY;
 		}
-		if (kpatch_in_ranges(upd, addr)) {
+		if (kpatch_in_ranges(upd, addr) ||
+		    (upd->nr_whole && kpatch_in_whole(upd, task, addr))) {
 			kpatch_refuse(upd, KPATCH_BUSY, task, addr);
 			return -EBUSY;
 		}
@@ -1594,7 +2045,7 @@ static int kpatch_prewalk(struct kpatch_update *upd)
 	unsigned int i, n = 0;
 	int ret = 0, busy = 0;
 
-	if (!upd->nr_ranges)
+	if (!kpatch_checks(upd))
 		return 0;
 	if (upd->check) {
 		rcu_read_lock();
@@ -1676,50 +2127,87 @@ static __always_inline bool kpatch_seen_unchanged(const struct kpatch_seen *s,
  * tracepoint, which do_exit() passes before exit_notify(), until its
  * sched_process_free tracepoint, which comes an RCU grace period after
  * the task's last switch-out (when the last of its task_struct's RCU
- * users is gone).  The stop_machine() callback walks the tasks of the set
- * that the pre-walk did not see clean; one that is dead has no stack left
- * and costs a test.  Nothing of this touches the redirect.
+ * users is gone); and, at load, every task that is exiting already and
+ * still on the task list (kpatch_exiting_start()).  The stop_machine()
+ * callback walks the tasks of the set that the pre-walk did not see
+ * clean; one that is dead has no stack left and costs a test.  Nothing of
+ * this touches the redirect.
  *
- * The set is a hash table under kpatch_exiting_lock, taken with
- * interrupts off: the free probe runs from an RCU callback.  Inside
+ * The set is a hash table under kpatch_exiting_lock, a raw spinlock taken
+ * with interrupts off: the exit probe runs with preemption off, the free
+ * probe from an RCU callback, and the stop_machine() callback reads the
+ * set, none of which may sleep, on PREEMPT_RT either.  Inside
  * stop_machine() nobody holds the lock (a holder has interrupts off, so
- * the stopper of its CPU cannot start before it lets go) and no probe runs.
- *
- * The exit probe allocates in atomic context, from a mempool: when the
- * page allocator fails, its reserve serves.  Should that run dry too,
- * kpatch no longer knows every exiting task, and refuses every update
- * from then on (kpatch_exiting_lost).  A task that passed its
- * sched_process_exit before kpatch was loaded is not in the set; no patch
- * existed then, see Documentation.txt.
+ * the stopper of its CPU cannot start before it lets go) and no probe
+ * runs.  For the same reason the probes never allocate: records come from
+ * a free list, which a work item keeps KPATCH_EXITING_RESERVE long, in
+ * process context.  Should a task exit while the list is empty, kpatch no
+ * longer knows every exiting task, and refuses every update that needs
+ * the stack check from then on (kpatch_exiting_lost).
  */
 #define KPATCH_EXITING_BITS	6
-#define KPATCH_EXITING_RESERVE	32
+#define KPATCH_EXITING_RESERVE	64
 
 struct kpatch_exiting {
-	struct hlist_node node;
+	struct hlist_node node;		/* in the set, or in the free list */
 	struct task_struct *task;
 };
 
 static DEFINE_HASHTABLE(kpatch_exiting_hash, KPATCH_EXITING_BITS);
-static DEFINE_SPINLOCK(kpatch_exiting_lock);
-static mempool_t *kpatch_exiting_pool;
+static HLIST_HEAD(kpatch_exiting_free);
+static unsigned int kpatch_exiting_nfree;
+static DEFINE_RAW_SPINLOCK(kpatch_exiting_lock);
 static bool kpatch_exiting_lost;
+
+static void kpatch_exiting_refill(struct work_struct *work);
+static DECLARE_WORK(kpatch_exiting_work, kpatch_exiting_refill);
+
+/* The record of @task, or NULL.  Caller holds kpatch_exiting_lock. */
+static struct kpatch_exiting *kpatch_exiting_find(struct task_struct *task)
+{
+	struct kpatch_exiting *e;
+
+	hash_for_each_possible(kpatch_exiting_hash, e, node,
+			       (unsigned long)task)
+		if (e->task == task)
+			return e;
+	return NULL;
+}
+
+/*
+ * Put @task into the set, once, with a record from the free list.  Caller
+ * holds kpatch_exiting_lock.  Returns whether the list needs refilling.
+ */
+static bool kpatch_exiting_add(struct task_struct *task)
+{
+	struct kpatch_exiting *e;
+
+	lockdep_assert_held(&kpatch_exiting_lock);
+	if (kpatch_exiting_find(task))
+		return false;
+	if (hlist_empty(&kpatch_exiting_free)) {
+		WRITE_ONCE(kpatch_exiting_lost, true);
+		return true;
+	}
+	e = hlist_entry(kpatch_exiting_free.first, struct kpatch_exiting,
+			node);
+	hlist_del(&e->node);
+	e->task = task;
+	hash_add(kpatch_exiting_hash, &e->node, (unsigned long)task);
+	return --kpatch_exiting_nfree < KPATCH_EXITING_RESERVE / 2;
+}
 
 /* sched_process_exit: @task is current, still on the task list. */
 static void kpatch_exit_probe(void *data, KPATCH_EXIT_PROBE_ARGS)
 {
-	struct kpatch_exiting *e;
 	unsigned long flags;
+	bool refill;
 
-	e = mempool_alloc(kpatch_exiting_pool, GFP_ATOMIC | __GFP_NOWARN);
-	spin_lock_irqsave(&kpatch_exiting_lock, flags);
-	if (e) {
-		e->task = task;
-		hash_add(kpatch_exiting_hash, &e->node, (unsigned long)task);
-	} else {
-		WRITE_ONCE(kpatch_exiting_lost, true);
-	}
-	spin_unlock_irqrestore(&kpatch_exiting_lock, flags);
+	raw_spin_lock_irqsave(&kpatch_exiting_lock, flags);
+	refill = kpatch_exiting_add(task);
+	raw_spin_unlock_irqrestore(&kpatch_exiting_lock, flags);
+	if (refill)
+		schedule_work(&kpatch_exiting_work);
 }
 
 /* sched_process_free: @task will never run again. */
@@ -1727,17 +2215,61 @@ static void kpatch_free_probe(void *data, struct task_struct *task)
 {
 	struct kpatch_exiting *e;
 	unsigned long flags;
+	bool trim = false;
 
-	spin_lock_irqsave(&kpatch_exiting_lock, flags);
-	hash_for_each_possible(kpatch_exiting_hash, e, node,
-			       (unsigned long)task)
-		if (e->task == task) {
-			hash_del(&e->node);
-			break;
+	raw_spin_lock_irqsave(&kpatch_exiting_lock, flags);
+	e = kpatch_exiting_find(task);
+	if (e) {
+		hash_del(&e->node);
+		hlist_add_head(&e->node, &kpatch_exiting_free);
+		trim = ++kpatch_exiting_nfree > 4 * KPATCH_EXITING_RESERVE;
+	}
+	raw_spin_unlock_irqrestore(&kpatch_exiting_lock, flags);
+	if (trim)
+		schedule_work(&kpatch_exiting_work);
+}
+
+/*
+ * Bring the free list to between @want and twice KPATCH_EXITING_RESERVE
+ * records, or more if @want is more; false if memory ran out.
+ */
+static bool kpatch_exiting_fill(unsigned int want)
+{
+	struct kpatch_exiting *e = NULL;
+	unsigned long flags;
+	bool more;
+
+	do {
+		raw_spin_lock_irqsave(&kpatch_exiting_lock, flags);
+		if (e) {
+			hlist_add_head(&e->node, &kpatch_exiting_free);
+			kpatch_exiting_nfree++;
+			e = NULL;
+		} else if (kpatch_exiting_nfree >
+			   max(want, 2 * KPATCH_EXITING_RESERVE)) {
+			e = hlist_entry(kpatch_exiting_free.first,
+					struct kpatch_exiting, node);
+			hlist_del(&e->node);
+			kpatch_exiting_nfree--;
 		}
-	spin_unlock_irqrestore(&kpatch_exiting_lock, flags);
-	if (e)
-		mempool_free(e, kpatch_exiting_pool);
+		more = kpatch_exiting_nfree < want || e;
+		raw_spin_unlock_irqrestore(&kpatch_exiting_lock, flags);
+		if (e) {
+			kfree(e);
+			e = NULL;
+		} else if (more) {
+			e = kmalloc(sizeof(*e), GFP_KERNEL);
+			if (!e)
+				return false;
+		}
+	} while (more);
+	return true;
+}
+
+static void kpatch_exiting_refill(struct work_struct *work)
+{
+	kpatch_test_point(KPATCH_TEST_REFILL);
+	kpatch_exiting_fill(KPATCH_EXITING_RESERVE);
 }
 
 /*
@@ -1750,7 +2282,7 @@ static int kpatch_check_exiting(struct kpatch_update *upd)
 	struct kpatch_seen *s;
 	int bkt, ret = 0;
 
-	spin_lock(&kpatch_exiting_lock);
+	raw_spin_lock(&kpatch_exiting_lock);
 	if (kpatch_exiting_lost) {	/* since kpatch_try_update() looked */
 		upd->refusal = KPATCH_LOST;
 		ret = -EBUSY;
@@ -1765,7 +2297,7 @@ static int kpatch_check_exiting(struct kpatch_update *upd)
 			break;
 	}
 out:
-	spin_unlock(&kpatch_exiting_lock);
+	raw_spin_unlock(&kpatch_exiting_lock);
 	return ret;
 }
 
@@ -1780,7 +2312,7 @@ static int kpatch_check_exiting_dry(struct kpatch_update *upd)
 	unsigned long flags;
 	int bkt, ret = 0;
 
-	spin_lock_irqsave(&kpatch_exiting_lock, flags);
+	raw_spin_lock_irqsave(&kpatch_exiting_lock, flags);
 	hash_for_each(kpatch_exiting_hash, bkt, e, node) {
 		if (pid_alive(e->task))
 			continue;
@@ -1789,7 +2321,7 @@ static int kpatch_check_exiting_dry(struct kpatch_update *upd)
 			ret = -EBUSY;
 		}
 	}
-	spin_unlock_irqrestore(&kpatch_exiting_lock, flags);
+	raw_spin_unlock_irqrestore(&kpatch_exiting_lock, flags);
 	return ret;
 }
 
@@ -1818,7 +2350,7 @@ static int kpatch_check_stacks(struct kpatch_update *upd)
 	struct task_struct *g, *t;
 	int ret;
 
-	if (!upd->nr_ranges)
+	if (!kpatch_checks(upd))
 		return 0;
 
 	/* Running now, or idle: whatever their switch counts say. */
@@ -2659,20 +3191,12 @@ static int kpatch_collect_sites(struct kpatch_update *upd)
  * Resolve, validate and pin
  */
 
-/* Does vmlinux map @addr as executable text? */
-static bool kpatch_kernel_text(unsigned long addr)
-{
-	unsigned int level;
-	pte_t *pte = lookup_address(addr, &level);
-
-	return pte && pte_present(*pte) && pte_exec(*pte);
-}
-
 static bool kpatch_module_text(struct module *mod, unsigned long addr)
 {
-	struct kpatch_range r = kpatch_module_text_range(mod, false);
+	unsigned long start, end;
 
-	return addr >= r.start && addr < r.end;
+	kpatch_mod_text(mod, false, &start, &end);
+	return addr >= start && addr < end;
 }
 
 /*
@@ -2735,33 +3259,27 @@ static __cold int kpatch_resolve(const char *patch, const char *what,
 				 unsigned long addr, unsigned long *size,
 				 struct module *coming_ok, struct module **modp)
 {
-	char sym[KSYM_SYMBOL_LEN];
-	char *modname, *plus, *slash;
+	char sym[KSYM_SYMBOL_LEN], *modname;
 	enum module_state state;
-	unsigned long offset;
+	unsigned long start;
 	struct module *mod;
 	int ret;
 
 	*modp = NULL;
-	sprint_symbol(sym, addr);
-	modname = strchr(sym, ' ');
-	if (modname) {
-		*modname++ = '\0';
-		if (*modname++ != '[')
-			goto not_symbol;
-		modname[strcspn(modname, " ]")] = '\0';
+	if (!kpatch_symbol(addr, sym, &start, size, &modname)) {
+		pr_err("%s: %s %lx is not a kernel function\n", patch, what,
+		       addr);
+		return -EINVAL;
 	}
-	plus = strrchr(sym, '+');
-	slash = strrchr(sym, '/');
-	if (!plus || !slash || slash < plus)
-		goto not_symbol;
-	*slash = '\0';
-	if (kstrtoul(plus + 1, 16, &offset) || kstrtoul(slash + 1, 16, size))
-		goto not_symbol;
-	*plus = '\0';
-	if (offset) {
+	if (addr != start) {
 		pr_err("%s: %s %lx is not the start of a function (%s+%#lx)\n",
-		       patch, what, addr, sym, offset);
+		       patch, what, addr, sym, addr - start);
+		return -EINVAL;
+	}
+	/* Its own code runs kpatch's update: it cannot redirect itself. */
+	if (within_module(addr, THIS_MODULE)) {
+		pr_err("%s: %s %lx (%s) is in kpatch itself\n", patch, what,
+		       addr, sym);
 		return -EINVAL;
 	}
 
@@ -2787,9 +3305,6 @@ static __cold int kpatch_resolve(const char *patch, const char *what,
 	*modp = mod;
 	return 0;
 
-not_symbol:
-	pr_err("%s: %s %lx is not a kernel function\n", patch, what, addr);
-	return -EINVAL;
 not_text:
 	pr_err("%s: %s %lx (%s) is not in kernel or module text\n",
 	       patch, what, addr, sym);
@@ -2898,12 +3413,11 @@ static __cold int kpatch_resolve_hook(struct kpatch_module *kpmod, int h)
 /*
  * Check every function and hook of @kpmod and pin what it needs: the patch
  * module, the modules holding its old and new functions and its hooks,
- * and this module.  Also
- * refuse what would make the redirect loop: a function may not be both an
- * old and a new function among the enabled patches, so every redirect is
- * exactly one hop.
+ * and this module.  Done once for an update, whose tries keep the pins:
+ * while it waits between tries, no module it names can go, and an address
+ * keeps naming the function it named.
  */
-static __cold int kpatch_prepare(struct kpatch_module *kpmod, bool replace)
+static __cold int kpatch_prepare(struct kpatch_module *kpmod)
 {
 	unsigned long *olds;
 	int i, ret;
@@ -2945,20 +3459,12 @@ static __cold int kpatch_prepare(struct kpatch_module *kpmod, bool replace)
 		goto out;
 	}
 	for (i = 0; i < kpmod->num_funcs; i++) {
-		struct kpatch_func *func = &kpmod->funcs[i];
-		unsigned long new = func->new_addr;
+		unsigned long new = kpmod->funcs[i].new_addr;
 
 		if (bsearch(&new, olds, kpmod->num_funcs, sizeof(*olds),
-			    kpatch_cmp_ulong) ||
-		    kpatch_in_table(new, true, replace)) {
+			    kpatch_cmp_ulong)) {
 			pr_err("%s: new function %pS is also an old function of a patch\n",
 			       kpmod->name, (void *)new);
-			ret = -EINVAL;
-			goto out;
-		}
-		if (kpatch_in_table(func->old_addr, false, replace)) {
-			pr_err("%s: old function %pS is the new function of a patch\n",
-			       kpmod->name, (void *)func->old_addr);
 			ret = -EINVAL;
 			goto out;
 		}
@@ -2972,6 +3478,34 @@ out:
 	if (ret)
 		kpatch_unpin(kpmod);
 	return ret;
+}
+
+/*
+ * Would @kpmod make a redirect lead into another one, with the patches
+ * enabled now (but for all of them if @replace)?  A function may not be
+ * both an old and a new function among the enabled patches, so every
+ * redirect is exactly one hop.  Checked at every try: other updates may
+ * run while one waits between tries.
+ */
+static __cold int kpatch_check_chain(struct kpatch_module *kpmod, bool replace)
+{
+	struct kpatch_func *func;
+	int i;
+
+	for (i = 0; i < kpmod->num_funcs; i++) {
+		func = &kpmod->funcs[i];
+		if (kpatch_in_table(func->new_addr, true, replace)) {
+			pr_err("%s: new function %pS is also an old function of a patch\n",
+			       kpmod->name, (void *)func->new_addr);
+			return -EINVAL;
+		}
+		if (kpatch_in_table(func->old_addr, false, replace)) {
+			pr_err("%s: old function %pS is the new function of a patch\n",
+			       kpmod->name, (void *)func->old_addr);
+			return -EINVAL;
+		}
+	}
+	return 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -3031,7 +3565,13 @@ static int kpatch_part_hook(struct kpatch_update *upd, unsigned int i,
 	upd->hook_patch = kpmod;
 	upd->hook = h;
 	upd->hook_ret = ret;
-	return ret < 0 && ret >= -MAX_ERRNO ? ret : -EINVAL;
+	if (ret > 0 || ret < -MAX_ERRNO)
+		return -EINVAL;
+	/* Kernel-internal errnos must not reach write(2) or insmod. */
+	if (ret == -ERESTARTSYS || ret == -ERESTARTNOINTR ||
+	    ret == -ERESTARTNOHAND || ret == -ERESTART_RESTARTBLOCK)
+		return -EINTR;
+	return ret <= -ERESTARTSYS ? -EINVAL : ret;
 }
 
 /* The hook that ends what the pre hook of part @i began, see above. */
@@ -3123,7 +3663,7 @@ static int kpatch_try_update(struct kpatch_update *upd)
 	int ret, old;
 
 	upd->refusal = KPATCH_OK;
-	if (upd->nr_ranges && READ_ONCE(kpatch_exiting_lost)) {
+	if (kpatch_checks(upd) && READ_ONCE(kpatch_exiting_lost)) {
 		pr_err("%s '%s' refused: out of memory recording an exiting task earlier, kpatch cannot check every stack any more\n",
 		       upd->verb, upd->add ? upd->add->name : upd->remove->name);
 		return -ENOMEM;
@@ -3172,13 +3712,15 @@ static __cold void kpatch_report(const struct kpatch_update *upd,
 
 	switch (upd->refusal) {
 	case KPATCH_BUSY:
-		snprintf(why, sizeof(why), "%pS is on the stack of pid %d (%s)",
-			 (void *)upd->busy_addr, upd->busy_pid, upd->busy_comm);
+		snprintf(why, sizeof(why), "%pS is on the stack of pid %d (%*pE)",
+			 (void *)upd->busy_addr, upd->busy_pid,
+			 kpatch_comm_len(upd->busy_comm), upd->busy_comm);
 		break;
 	case KPATCH_UNRELIABLE:
 		snprintf(why, sizeof(why),
-			 "the stack of pid %d (%s) cannot be walked reliably",
-			 upd->busy_pid, upd->busy_comm);
+			 "the stack of pid %d (%*pE) cannot be walked reliably",
+			 upd->busy_pid, kpatch_comm_len(upd->busy_comm),
+			 upd->busy_comm);
 		break;
 	case KPATCH_LOST:
 		snprintf(why, sizeof(why), "an exiting task could not be recorded");
@@ -3253,8 +3795,9 @@ static bool kpatch_valid_name(const char *name)
  * other updates, which may change the table meanwhile.  So every try is
  * prepared anew against the table as it is then (kpatch_try()), and a
  * waiting update keeps for itself only what another update must not take:
- * the name of the patch it adds, and the patches it removes -- one, or
- * for a replace every patch enabled when it wakes.  Nobody else may
+ * the pins of the patch it adds (kpatch_prepare()), its name, and the
+ * patches it removes -- one, or for a replace every patch enabled when it
+ * wakes.  Nobody else may
  * remove (and so free) those meanwhile.  Protected by kpatch_mutex;
  * entries live on the waiting task's stack.
  */
@@ -3293,6 +3836,23 @@ static bool kpatch_removal_waits(const struct kpatch_module *kpmod)
 }
 
 /*
+ * Does /sys/kernel/kpatch/patches/@name exist?  kpatch makes it itself.  A
+ * patch module written for the 2014 core made it before it called
+ * kpatch_register(); it may also appear while an update waits.
+ */
+static __cold bool kpatch_sysfs_taken(const char *verb, const char *name)
+{
+	struct kernfs_node *kn = sysfs_get_dirent(kpatch_patches_kobj->sd, name);
+
+	if (!kn)
+		return false;
+	sysfs_put(kn);
+	pr_err("%s '%s' refused: /sys/kernel/kpatch/patches/%s already exists; kpatch makes it itself, the patch module must not\n",
+	       verb, name, name);
+	return true;
+}
+
+/*
  * One try of @upd: prepare it against the table as it is now, run it
  * once, and either make it permanent or undo every step of the
  * preparation.  Caller holds kpatch_mutex, from preparation to commit,
@@ -3306,14 +3866,15 @@ static __cold int kpatch_try(struct kpatch_update *upd)
 
 	upd->refusal = KPATCH_OK;
 	if (kpmod) {
-		ret = kpatch_prepare(kpmod, upd->replace);
+		ret = kpatch_check_chain(kpmod, upd->replace);
 		if (ret)
 			return ret;
-		ret = -ENOMEM;
+		if (kpatch_sysfs_taken(upd->verb, kpmod->name))
+			return -EEXIST;
 		kpmod->kobj = kobject_create_and_add(kpmod->name,
 						     kpatch_patches_kobj);
 		if (!kpmod->kobj)
-			goto err_unpin;
+			return -ENOMEM;
 	}
 
 	ret = kpatch_collect(upd);
@@ -3344,8 +3905,6 @@ static __cold int kpatch_try(struct kpatch_update *upd)
 	upd->sites = NULL;
 	if (ret)
 		goto err_sites;
-	kfree(upd->ranges);
-	upd->ranges = NULL;
 
 	/* In effect.  The parts that went out go first, newest first. */
 	for (i = 0; i < upd->nr_parts; i++)
@@ -3359,6 +3918,8 @@ static __cold int kpatch_try(struct kpatch_update *upd)
 		pr_notice("patch '%s' enabled (%d function%s)\n", kpmod->name,
 			  kpmod->num_funcs, kpmod->num_funcs == 1 ? "" : "s");
 	}
+	kpatch_ways_in_commit(upd);
+	kpatch_free_ranges(upd);
 	for (i = 0; i < upd->nr_parts; i++)
 		kpatch_part_hook(upd, i, KPATCH_POST_PATCH);
 	/* Only now may the modules of the hooks that ran go. */
@@ -3377,8 +3938,7 @@ err_sites:
 	if (kpmod)
 		kpatch_sites_put(kpmod);
 err_ranges:
-	kfree(upd->ranges);
-	upd->ranges = NULL;
+	kpatch_free_ranges(upd);
 err_collect:
 	kpatch_uncollect(upd);
 err_kobj:
@@ -3386,9 +3946,6 @@ err_kobj:
 		kobject_put(kpmod->kobj);
 		kpmod->kobj = NULL;
 	}
-err_unpin:
-	if (kpmod)
-		kpatch_unpin(kpmod);
 	return ret;
 }
 
@@ -3396,8 +3953,8 @@ err_unpin:
  * A dry run of @upd: what a try prepares and checks before it changes
  * anything -- the addresses, the modules, the ranges, and a walk of every
  * task that can be kept from running meanwhile -- and nothing after it:
- * no sysfs directory, no ftrace site, no hook, no stop_machine().  The
- * pins are dropped again before it returns.  Caller holds kpatch_mutex.
+ * no sysfs directory, no ftrace site, no hook, no stop_machine().  Caller
+ * holds kpatch_mutex.
  */
 static __cold int kpatch_dry_run(struct kpatch_update *upd)
 {
@@ -3409,24 +3966,17 @@ static __cold int kpatch_dry_run(struct kpatch_update *upd)
 				       GFP_KERNEL);
 	if (!upd->check->blockers)
 		return -ENOMEM;
-	if (kpmod) {
-		ret = kpatch_prepare(kpmod, upd->replace);
-		if (ret)
-			return ret;
-	}
-	ret = kpatch_collect(upd) ?: kpatch_build_ranges(upd);
-	if (!ret && upd->nr_ranges && READ_ONCE(kpatch_exiting_lost)) {
+	ret = kpmod ? kpatch_check_chain(kpmod, upd->replace) : 0;
+	ret = ret ?: kpatch_collect(upd) ?: kpatch_build_ranges(upd);
+	if (!ret && kpatch_checks(upd) && READ_ONCE(kpatch_exiting_lost)) {
 		pr_err("check %s '%s': out of memory recording an exiting task earlier, kpatch cannot check every stack any more\n",
 		       upd->verb, kpmod ? kpmod->name : upd->remove->name);
 		ret = -ENOMEM;
 	}
 	if (!ret)
 		ret = kpatch_prewalk(upd);
-	kfree(upd->ranges);
-	upd->ranges = NULL;
+	kpatch_free_ranges(upd);
 	kpatch_uncollect(upd);
-	if (kpmod)
-		kpatch_unpin(kpmod);
 	return ret;
 }
 
@@ -3485,7 +4035,6 @@ static __cold int kpatch_enable(struct kpatch_module *kpmod, bool replace,
 	};
 	size_t size = kpmod->num_funcs * sizeof(*kpmod->funcs);
 	struct kpatch_func *funcs;
-	struct kernfs_node *kn;
 	unsigned int try;
 	int ret;
 
@@ -3496,34 +4045,28 @@ static __cold int kpatch_enable(struct kpatch_module *kpmod, bool replace,
 		       upd.verb, kpmod->name);
 		return -EEXIST;
 	}
-	/*
-	 * kpatch makes patches/<name> itself.  A patch module written for
-	 * the 2014 core made it before calling kpatch_register().
-	 */
-	kn = sysfs_get_dirent(kpatch_patches_kobj->sd, kpmod->name);
-	if (kn) {
-		sysfs_put(kn);
-		pr_err("%s '%s' refused: /sys/kernel/kpatch/patches/%s already exists; kpatch makes it itself, the patch module must not\n",
-		       upd.verb, kpmod->name, kpmod->name);
+	if (kpatch_sysfs_taken(upd.verb, kpmod->name))
 		return -EEXIST;
-	}
 	if (replace && kpatch_removal_waits(NULL)) {
 		pr_err("%s '%s' refused: an unpatch waits to try again\n",
 		       upd.verb, kpmod->name);
 		return -EBUSY;
 	}
 
-	/* Each try fills in sizes and sites: start each from the original. */
+	/* On failure the funcs are put back as they came. */
 	funcs = kmemdup(kpmod->funcs, size, GFP_KERNEL);
 	if (!funcs)
 		return -ENOMEM;
-	for (try = 1; ; try++) {
+	ret = kpatch_prepare(kpmod);
+	for (try = 1; !ret; try++) {
 		ret = chk ? kpatch_dry_run(&upd) : kpatch_try(&upd);
-		if (!ret && !chk)
+		if (!ret || chk || !kpatch_retry(&upd, ret, try))
 			break;
+		ret = 0;	/* try again */
+	}
+	if (ret || chk) {
+		kpatch_unpin(kpmod);
 		memcpy(kpmod->funcs, funcs, size);
-		if (chk || !kpatch_retry(&upd, ret, try))
-			break;
 	}
 	kfree(funcs);
 	return ret;
@@ -3562,6 +4105,37 @@ static __cold int kpatch_disable(struct kpatch_module *kpmod,
 	}
 }
 
+/*
+ * May kpatch write to the @size bytes at @p for as long as a patch is
+ * enabled?  kpatch links the patch and its functions into its lists and
+ * fills in their private fields.  Memory of @mod must be data that stays
+ * writable after the module's init (const and __ro_after_init data turn
+ * read-only when the init returns); other memory must be mapped writable
+ * now, and not be the stack of the caller, which is gone once it returns.
+ */
+static bool kpatch_writable(const struct module *mod, const void *p,
+			    size_t size)
+{
+	unsigned long addr[2] = { (unsigned long)p,
+				  (unsigned long)p + size - 1 };
+	unsigned int level, i;
+	pte_t *pte;
+
+	for (i = 0; i < ARRAY_SIZE(addr); i++) {
+		if (object_is_on_stack((void *)addr[i]))
+			return false;
+		if (within_module(addr[i], mod)) {
+			if (!kpatch_mod_rw(mod, addr[i]))
+				return false;
+			continue;
+		}
+		pte = lookup_address(addr[i], &level);
+		if (!pte || !pte_present(*pte) || !pte_write(*pte))
+			return false;
+	}
+	return true;
+}
+
 /**
  * kpatch_register() - enable a patch provided by a patch module
  * @kpmod:   the patch; @kpmod->mod, ->funcs and ->num_funcs filled in, and
@@ -3575,12 +4149,14 @@ static __cold int kpatch_disable(struct kpatch_module *kpmod,
  * parameters say.  The patch is named after its module.  While it is
  * enabled, the patch module, the modules holding its old and new
  * functions, and kpatch itself cannot be unloaded.  kpatch keeps pointers
- * to @kpmod and its functions while the patch is enabled: neither may be
- * in the module's init memory (__initdata).
+ * to @kpmod and its functions, and writes to them, while the patch is
+ * enabled: neither may be in the module's init memory (__initdata), be
+ * const or __ro_after_init, or be on the stack.
  *
  * Context: process context; sleeps.
  * Return: 0 on success; -EINVAL for a bad address, size or argument
- * (@kpmod or its functions in init memory included),
+ * (@kpmod or its functions in init memory, read-only or on the stack
+ * included),
  * -EEXIST when a patch of that name is enabled or waits to be tried again,
  * or when /sys/kernel/kpatch/patches/<name> exists already (kpatch makes
  * it), -EBUSY when a function is still in use after the retries or ftrace
@@ -3601,6 +4177,14 @@ int kpatch_register(struct kpatch_module *kpmod, bool replace)
 	    within_module_init((unsigned long)&kpmod->funcs[kpmod->num_funcs] - 1,
 			       kpmod->mod)) {
 		pr_err("%s: the kpatch_module or its functions are in init memory (__initdata), which is freed after the module's init\n",
+		       kpmod->mod->name);
+		return -EINVAL;
+	}
+
+	if (!kpatch_writable(kpmod->mod, kpmod, sizeof(*kpmod)) ||
+	    !kpatch_writable(kpmod->mod, kpmod->funcs,
+			     kpmod->num_funcs * sizeof(*kpmod->funcs))) {
+		pr_err("%s: the kpatch_module or its functions are not in writable memory (const, __ro_after_init or on the stack)\n",
 		       kpmod->mod->name);
 		return -EINVAL;
 	}
@@ -3655,7 +4239,18 @@ EXPORT_SYMBOL_GPL(kpatch_unregister);
  * cannot go: its patch pins it).  The kernel frees such a module right
  * after its GOING notifiers, whatever its reference count, so the patch
  * must be out before this returns: kpatch tries until the stack check
- * lets it, however long that takes (see Documentation.txt).
+ * lets it, however long that takes (see Documentation.txt).  This
+ * notifier runs first (INT_MAX): the others tear the module down (its
+ * static SRCU structures, its tracepoints, its static keys), and its new
+ * functions must not run after that.
+ *
+ * Every module that kpatch has anything of (a patch module, a module of an
+ * old or new function, of a hook or of a site) holds a reference of
+ * kpatch's, and no reference can be taken once a module is going.  So a
+ * module going away with none -- every rmmod, and every failed init but
+ * that of a patch module -- is none of kpatch's business, and is let go
+ * without waiting for kpatch_mutex, which an update holds while it runs
+ * its hooks: the module loader never waits for an update.
  */
 static __cold int kpatch_module_going(struct notifier_block *nb,
 				      unsigned long action, void *data)
@@ -3664,7 +4259,7 @@ static __cold int kpatch_module_going(struct notifier_block *nb,
 	struct kpatch_module *kpmod;
 	int ret;
 
-	if (action != MODULE_STATE_GOING)
+	if (action != MODULE_STATE_GOING || !module_refcount(mod))
 		return NOTIFY_DONE;
 	mutex_lock(&kpatch_mutex);
 again:
@@ -3875,7 +4470,7 @@ static __cold void kpatch_check_record(const char *verb, const char *name,
 				       int ret, struct kpatch_check *chk)
 {
 	size_t size = 2 * KPATCH_NAME_MAX + 32 +
-		      chk->nr * (KSYM_SYMBOL_LEN + TASK_COMM_LEN + 16);
+		      chk->nr * (KSYM_SYMBOL_LEN + 4 * TASK_COMM_LEN + 16);
 	char where[KSYM_SYMBOL_LEN], *text;
 	struct kpatch_blocker *b;
 	unsigned int i;
@@ -3895,17 +4490,20 @@ static __cold void kpatch_check_record(const char *verb, const char *name,
 	for (i = 0; i < chk->nr; i++) {
 		b = &chk->blockers[i];
 		if (b->addr) {
-			pr_info("check %s '%s': pid %d (%s) in %pS\n", verb,
-				name, b->pid, b->comm, (void *)b->addr);
+			pr_info("check %s '%s': pid %d (%*pE) in %pS\n", verb,
+				name, b->pid, kpatch_comm_len(b->comm), b->comm,
+				(void *)b->addr);
 			kpatch_sym_name(where, b->addr, true);
 		} else {
-			pr_info("check %s '%s': pid %d (%s): stack cannot be walked reliably\n",
-				verb, name, b->pid, b->comm);
+			pr_info("check %s '%s': pid %d (%*pE): stack cannot be walked reliably\n",
+				verb, name, b->pid, kpatch_comm_len(b->comm),
+				b->comm);
 			strscpy(where, "unreliable", sizeof(where));
 		}
 		if (text)
-			len += scnprintf(text + len, size - len, "%d %s %s\n",
-					 b->pid, where, b->comm);
+			len += scnprintf(text + len, size - len, "%d %s %*pE\n",
+					 b->pid, where, kpatch_comm_len(b->comm),
+					 b->comm);
 	}
 	if (chk->more) {
 		pr_info("check %s '%s': and %u more\n", verb, name, chk->more);
@@ -4093,34 +4691,49 @@ static void kpatch_tp_find(struct tracepoint *tp, void *priv)
 			kpatch_tps[i].tp = tp;
 }
 
-/* Unregister the first @n probes, newest first, and empty the set. */
+/* Unregister the first @n probes, newest first, and free every record. */
 static void kpatch_exiting_stop(int n)
 {
-	struct hlist_node *tmp;
 	struct kpatch_exiting *e;
+	struct hlist_node *tmp;
 	int bkt;
 
 	while (n--)
 		tracepoint_probe_unregister(kpatch_tps[n].tp,
 					    kpatch_tps[n].probe, NULL);
-	/* No probe runs any more once this returns. */
+	/* No probe runs any more once this returns, and so no refill starts. */
 	tracepoint_synchronize_unregister();
+	cancel_work_sync(&kpatch_exiting_work);
 	hash_for_each_safe(kpatch_exiting_hash, bkt, tmp, e, node) {
 		hash_del(&e->node);
-		mempool_free(e, kpatch_exiting_pool);
+		kfree(e);
 	}
-	mempool_destroy(kpatch_exiting_pool);
+	hlist_for_each_entry_safe(e, tmp, &kpatch_exiting_free, node)
+		kfree(e);
+	INIT_HLIST_HEAD(&kpatch_exiting_free);
+	kpatch_exiting_nfree = 0;
 }
 
+/*
+ * Follow exiting tasks: records, the probes, then the tasks that are exiting already
+ * (PF_EXITING, set before sched_process_exit) and still on the task list,
+ * which may have passed the tracepoint before the probe was there.  A task
+ * found both ways is recorded once.  Those found here stay in the set
+ * until their sched_process_free, which cannot come before the RCU read
+ * section that found them on the list ends.  A task that has left the
+ * task list before kpatch was loaded is not followed; see Documentation.txt.
+ */
 static int kpatch_exiting_start(void)
 {
+	struct task_struct *g, *t;
+	unsigned long flags;
+	unsigned int n = 0;
 	int i, ret = 0;
 
-	kpatch_exiting_pool =
-		mempool_create_kmalloc_pool(KPATCH_EXITING_RESERVE,
-					    sizeof(struct kpatch_exiting));
-	if (!kpatch_exiting_pool)
+	if (!kpatch_exiting_fill(KPATCH_EXITING_RESERVE)) {
+		kpatch_exiting_stop(0);
 		return -ENOMEM;
+	}
 	for_each_kernel_tracepoint(kpatch_tp_find, NULL);
 	for (i = 0; i < ARRAY_SIZE(kpatch_tps); i++) {
 		ret = kpatch_tps[i].tp ?
@@ -4134,17 +4747,61 @@ static int kpatch_exiting_start(void)
 			return ret;
 		}
 	}
+
+	rcu_read_lock();
+	for_each_process_thread(g, t)
+		n += !!(READ_ONCE(t->flags) & PF_EXITING);
+	rcu_read_unlock();
+	if (!kpatch_exiting_fill(n + KPATCH_EXITING_RESERVE)) {
+		kpatch_exiting_stop(ARRAY_SIZE(kpatch_tps));
+		return -ENOMEM;
+	}
+	rcu_read_lock();
+	for_each_process_thread(g, t) {
+		if (!(READ_ONCE(t->flags) & PF_EXITING))
+			continue;
+		raw_spin_lock_irqsave(&kpatch_exiting_lock, flags);
+		kpatch_exiting_add(t);
+		raw_spin_unlock_irqrestore(&kpatch_exiting_lock, flags);
+	}
+	rcu_read_unlock();
 	return 0;
+}
+
+/*
+ * Where the kernel's returns jump, if they are jumps to a return thunk:
+ * the alternatives make every return of vmlinux and of every module the
+ * same at boot and at load, so a function of kpatch's own tells.
+ */
+static void kpatch_find_return_thunk(void)
+{
+	const u8 *p = (const u8 *)kpatch_ftrace_anchor;
+	enum kpatch_insn kind;
+	unsigned long target;
+	unsigned int i, len;
+
+	for (i = 0; i < 64; i += len) {
+		len = kpatch_decode(p + i, 64 - i, (unsigned long)p + i, &kind,
+				    &target);
+		if (!len || kind == KPATCH_INSN_RET)
+			return;
+		if (kind == KPATCH_INSN_JUMP) {
+			kpatch_return_thunk = target;
+			return;
+		}
+	}
 }
 
 static struct notifier_block kpatch_module_nb = {
 	.notifier_call = kpatch_module_going,
+	.priority = INT_MAX,	/* first: see kpatch_module_going() */
 };
 
 static int __init kpatch_init(void)
 {
 	int ret;
 
+	kpatch_find_return_thunk();
 	ret = ftrace_set_filter_ip(&kpatch_anchor_ops,
 				   (unsigned long)kpatch_ftrace_anchor, 0, 1);
 	if (!ret)
@@ -4204,6 +4861,7 @@ static void __exit kpatch_exit(void)
 	 */
 	WARN_ON(!list_empty(&kpatch_patches));
 	WARN_ON(!hash_empty(kpatch_site_hash));
+	WARN_ON(!list_empty(&kpatch_ways_in));
 
 	debugfs_remove_recursive(kpatch_debugfs_dir);
 	kobject_put(kpatch_patches_kobj);
@@ -4231,16 +4889,20 @@ MODULE_LICENSE("GPL");
 
 #ifdef KPATCH_TEST_HOOKS
 /*
- * Test builds only, see kpatch.h.  Set and called with kpatch_mutex held
- * (the stop_machine() callback runs on behalf of the mutex holder), so the
- * hook cannot change or go away during an update.
+ * Test builds only, see kpatch.h.  Set with kpatch_mutex held, and called
+ * with it held (the stop_machine() callback runs on behalf of the mutex
+ * holder), so the hook cannot change or go away during an update; but for
+ * KPATCH_TEST_REFILL, which the refill work item reaches without it, and
+ * which kpatch_test_set_hook() waits out when it removes the hook.
  */
 static kpatch_test_hook_t kpatch_test_hook;
 
 static void kpatch_test_point(enum kpatch_test_point point)
 {
-	if (kpatch_test_hook)
-		kpatch_test_hook(point);
+	kpatch_test_hook_t hook = READ_ONCE(kpatch_test_hook);
+
+	if (hook)
+		hook(point);
 }
 
 /**
@@ -4248,8 +4910,10 @@ static void kpatch_test_point(enum kpatch_test_point point)
  * @hook: function called at each &enum kpatch_test_point, or NULL
  *
  * The hook runs with kpatch_mutex held; at the callback points inside
- * stop_machine(), with interrupts off.  A module that installs a hook must
- * remove it before it is unloaded.
+ * stop_machine(), with interrupts off; at KPATCH_TEST_REFILL from a work
+ * item, without the mutex.  A module that installs a hook must remove it
+ * before it is unloaded, and let a hook that waits at KPATCH_TEST_REFILL
+ * return first: removing the hook waits for it.
  *
  * Context: process context; sleeps.
  * Return: 0, or -EBUSY if another hook is installed.
@@ -4262,8 +4926,10 @@ int kpatch_test_set_hook(kpatch_test_hook_t hook)
 	if (hook && kpatch_test_hook)
 		ret = -EBUSY;
 	else
-		kpatch_test_hook = hook;
+		WRITE_ONCE(kpatch_test_hook, hook);
 	mutex_unlock(&kpatch_mutex);
+	if (!hook)
+		flush_work(&kpatch_exiting_work);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(kpatch_test_set_hook);

@@ -769,6 +769,8 @@ static void kpatch_nmi_hook(enum kpatch_test_point point)
 		kpatch_nmi_force_now = false;
 		atomic_long_inc(&kpatch_nmi_updates);
 		break;
+	case KPATCH_TEST_REFILL:	/* not an update */
+		break;
 	}
 }
 

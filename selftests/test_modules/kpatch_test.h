@@ -75,6 +75,16 @@ int kpatch_test_sib_helper(void);
 int kpatch_test_sib_other(void);
 int kpatch_test_sib_hook(struct kpatch_module *kpmod);
 
+/*
+ * kpatch_test_own.ko: new functions (kpatch_test_own_tail() and
+ * kpatch_test_own_indirect() are asm) and where they lead
+ */
+int kpatch_test_own_value_a(void);
+int kpatch_test_own_tail(void);
+int kpatch_test_own_helper(void);
+int kpatch_test_own_indirect(void);
+int kpatch_test_own_target(void);
+
 /* kpatch_test_cold.ko */
 int kpatch_test_cold_fn(int slow);
 int kpatch_test_cold_fn_new(int slow);

@@ -89,6 +89,23 @@ int kpatch_test_own_target(void);
 int kpatch_test_cold_fn(int slow);
 int kpatch_test_cold_fn_new(int slow);
 
+/*
+ * kpatch_test_pc.ko: functions with pieces (asm; the pieces have no C
+ * names), their twins in C, and what the pieces call and count
+ */
+int kpatch_test_pc_f(int x);
+int kpatch_test_pc_g(int x);
+int kpatch_test_pc_jmp8(int x);
+int kpatch_test_pc_jcc8(int x);
+int kpatch_test_pc_mid(int x);
+int kpatch_test_pc_plain_f(int x);
+int kpatch_test_pc_plain_g(int x);
+int kpatch_test_pc_plain_jmp8(int x);
+int kpatch_test_pc_plain_jcc8(int x);
+int kpatch_test_pc_plain_mid(int x);
+int kpatch_test_pc_wait(void);
+extern int kpatch_test_pc_tail;
+
 /* kpatch_test_hooks.ko: the value functions return 100 (f1: 101, ...) */
 int kpatch_test_hooks_f(void);
 int kpatch_test_hooks_f1(void);

@@ -75,9 +75,36 @@ int kpatch_test_sib_helper(void);
 int kpatch_test_sib_other(void);
 int kpatch_test_sib_hook(struct kpatch_module *kpmod);
 
+/*
+ * kpatch_test_own.ko: new functions (kpatch_test_own_tail() and
+ * kpatch_test_own_indirect() are asm) and where they lead
+ */
+int kpatch_test_own_value_a(void);
+int kpatch_test_own_tail(void);
+int kpatch_test_own_helper(void);
+int kpatch_test_own_indirect(void);
+int kpatch_test_own_target(void);
+
 /* kpatch_test_cold.ko */
 int kpatch_test_cold_fn(int slow);
 int kpatch_test_cold_fn_new(int slow);
+
+/*
+ * kpatch_test_pc.ko: functions with pieces (asm; the pieces have no C
+ * names), their twins in C, and what the pieces call and count
+ */
+int kpatch_test_pc_f(int x);
+int kpatch_test_pc_g(int x);
+int kpatch_test_pc_jmp8(int x);
+int kpatch_test_pc_jcc8(int x);
+int kpatch_test_pc_mid(int x);
+int kpatch_test_pc_plain_f(int x);
+int kpatch_test_pc_plain_g(int x);
+int kpatch_test_pc_plain_jmp8(int x);
+int kpatch_test_pc_plain_jcc8(int x);
+int kpatch_test_pc_plain_mid(int x);
+int kpatch_test_pc_wait(void);
+extern int kpatch_test_pc_tail;
 
 /* kpatch_test_hooks.ko: the value functions return 100 (f1: 101, ...) */
 int kpatch_test_hooks_f(void);

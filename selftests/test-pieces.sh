@@ -1,0 +1,408 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# test-pieces.sh - the stack check covers every piece of a function it
+# covers: the .cold and .part.N code that a compiler splits off a
+# function, which kallsyms lists as functions of their own, reached by
+# jumps.  A task asleep in a call made from a piece has no return
+# address in the function, yet runs the function's code when it wakes.
+#
+# kpatch_test_cold: GCC moves the unlikely path of kpatch_test_cold_fn()
+# into kpatch_test_cold_fn.cold; that piece calls kpatch_test_cold_wait()
+# and then jumps back into kpatch_test_cold_fn().  While the kthread
+# "kpatch_cold" sleeps in kpatch_test_cold_wait(), its only return
+# address in the old function is in the .cold piece.  Patching the
+# function must then fail with EBUSY, naming the thread: accepted, the
+# thread would run the rest of the old kpatch_test_cold_fn() after the
+# patch took effect (its tail counts its runs in old_tail).
+# Functions: kpatch_test_cold_fn(1) returns 11 (1 + the wait's 10),
+# kpatch_test_cold_fn_new() 100.
+#
+# kpatch_test_pc: functions with pieces in the shapes compilers make,
+# written in asm (see kpatch_test_pc.c), each with a twin in C:
+#   - g and f, where f is a caller with g's head inlined: both jump into
+#     g.part.0, which kallsyms names as g's piece only.  Patched together,
+#     in either order, with a task asleep in a call made from g.part.0;
+#   - jmp8: its piece reached only by a short jmp (eb);
+#   - jcc8: its piece reached only by a short jne (75);
+#   - mid: it enters mid.cold at a block inside it, not at its start.
+# The kthread "kpatch_pc" calls a function and sleeps in a call made from
+# its piece.  Old side: patching the function (to its twin) must fail
+# with EBUSY naming the piece and the thread, and "check patch" must say
+# so and list the thread; accepted, the thread would run the rest of the
+# piece, old code, after the patch took effect ("tail" counts those
+# runs).  New side: the twin patched to the function with the piece, the
+# thread's call redirected into it: unpatching must fail likewise;
+# accepted, the thread would run new code after the unpatch.
+#
+# shellcheck source-path=SCRIPTDIR source=functions.sh
+. "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
+
+COLD=kpatch_test_cold
+
+# param NAME VALUE: write a parameter of kpatch_test_cold
+param() {
+	diag "% echo $2 > /sys/module/$COLD/parameters/$1"
+	echo "$2" >"/sys/module/$COLD/parameters/$1"
+}
+
+PC=kpatch_test_pc
+KP_CHECK=$KP_DEBUGFS/check
+
+# release: let the threads out of their waits and wait until their calls
+# are done (also the cleanup hook)
+release() {
+	if mod_loaded "$COLD"; then
+		echo 0 >"/sys/module/$COLD/parameters/hold" 2>/dev/null || :
+		wait_until modparam_is "$COLD" call N
+	fi
+	if mod_loaded "$PC"; then
+		echo 0 >"/sys/module/$PC/parameters/hold" 2>/dev/null || :
+		wait_until modparam_is "$PC" call none
+	fi
+}
+KP_CLEANUP_HOOK=release
+
+is_patched() {
+	grep -q "^$1 " "$KP_PATCHES"
+}
+
+setup_modules kpatch "$COLD" "$PC"
+fn=$(sym kpatch_test_cold_fn "$COLD") || bail "setup: find kpatch_test_cold_fn"
+fn_new=$(sym kpatch_test_cold_fn_new "$COLD") || bail "setup: find kpatch_test_cold_fn_new"
+pid=$(modparam "$COLD" pid)
+retries=$(modparam kpatch retries)
+
+start_test "the old function has a .cold piece"
+check "kallsyms lists kpatch_test_cold_fn.cold" \
+	sym kpatch_test_cold_fn.cold "$COLD"
+diag "functions with a .cold piece in this kernel and its modules:" \
+	"$(grep -c '[.]cold$' "$(kallsyms)")"
+param call 1
+check "the thread called kpatch_test_cold_fn" wait_until modparam_is "$COLD" call N
+check_eq "kpatch_test_cold_fn(1) returned 11" 11 "$(modparam "$COLD" result)"
+check_eq "its tail ran once" 1 "$(modparam "$COLD" old_tail)"
+check_no_splat
+
+start_test "a task in a call made from the .cold piece"
+log_mark
+param hold 1
+param call 1
+check "the thread sleeps in kpatch_test_cold_wait" \
+	wait_until modparam_is "$COLD" state 1
+diag "stack of pid $pid:" "$(cat "/proc/$pid/stack" 2>&1)"
+param_retries() {
+	diag "% echo $1 > /sys/module/kpatch/parameters/retries"
+	echo "$1" >/sys/module/kpatch/parameters/retries
+}
+# The thread sleeps until released: every try would fail the same.
+param_retries 0
+kp patch c1 "$fn" "$fn_new"
+if [ "$KP_RESULT" = EBUSY ]; then
+	ok "patch c1 -> EBUSY"
+else
+	not_ok "patch c1 -> EBUSY"
+	diag "expected EBUSY, got $KP_RESULT"
+fi
+param_retries "$retries"
+check_grep "log: patch 'c1' refused, naming kpatch_test_cold_fn.cold and pid $pid" \
+	"patch 'c1' refused.*kpatch_test_cold_fn[.]cold[+]0x[0-9a-f]+/0x[0-9a-f]+ \\[$COLD\\].*pid $pid \\(kpatch_cold\\)" \
+	"$(log_since_mark)"
+patched=no
+if is_patched c1; then
+	patched=yes
+fi
+tail_before=$(modparam "$COLD" old_tail)
+param hold 0
+check "the thread left kpatch_test_cold_wait" \
+	wait_until modparam_is "$COLD" call N
+# With c1 in effect no part of the old function may run any more.
+if [ "$patched" = yes ]; then
+	check_eq "no old code ran after patch c1 took effect (old_tail)" \
+		"$tail_before" "$(modparam "$COLD" old_tail)"
+	kp unpatch c1 || :
+fi
+check_eq "the call finished in the old function (11)" 11 \
+	"$(modparam "$COLD" result)"
+check_no_splat
+
+start_test "once the thread is out, the patch applies"
+log_mark
+expect_ok patch c1 "$fn" "$fn_new"
+tail_before=$(modparam "$COLD" old_tail)
+param call 1
+check "the thread called kpatch_test_cold_fn" wait_until modparam_is "$COLD" call N
+check_eq "the new function ran (100)" 100 "$(modparam "$COLD" result)"
+check_eq "the old tail did not run" "$tail_before" \
+	"$(modparam "$COLD" old_tail)"
+expect_ok unpatch c1
+check "rmmod $COLD succeeds" unload_mod "$COLD"
+check_no_splat
+
+# ---- kpatch_test_pc ----
+
+# pc_param NAME VALUE: write a parameter of kpatch_test_pc
+pc_param() {
+	diag "% echo $2 > /sys/module/$PC/parameters/$1"
+	echo "$2" >"/sys/module/$PC/parameters/$1"
+}
+
+pc() {
+	modparam "$PC" "$1"
+}
+
+# pcsym NAME: the address of kpatch_test_pc_NAME
+pcsym() {
+	sym "kpatch_test_pc_$1" "$PC" || bail "setup: find kpatch_test_pc_$1"
+}
+
+# asleep PID: the task is blocked (state S)
+asleep() {
+	_as=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+	[ "$_as" = S ]
+}
+
+pc_asleep() {
+	modparam_is "$PC" state 1 && asleep "$pcpid"
+}
+
+# pc_call NAME: the thread calls kpatch_test_pc_NAME(1) and returns
+pc_call() {
+	pc_param call "$1"
+	check "the thread's call of kpatch_test_pc_$1 returned" \
+		wait_until modparam_is "$PC" call none
+}
+
+# pc_enter NAME: the thread calls kpatch_test_pc_NAME(1) and sleeps in
+# kpatch_test_pc_wait(), called from a piece; tail0: the pieces' runs
+# before
+pc_enter() {
+	tail0=$(pc tail)
+	pc_param hold 1
+	pc_param call "$1"
+	check "the thread sleeps in a call made from a piece" wait_until pc_asleep
+	diag "stack of pid $pcpid:" "$(cat "/proc/$pcpid/stack" 2>&1)"
+}
+
+# pc_leave RESULT: let the thread out; its call returns RESULT
+pc_leave() {
+	pc_param hold 0
+	check "the thread's call returned" wait_until modparam_is "$PC" call none
+	check_eq "the call finished in the piece ($1)" "$1" "$(pc result)"
+}
+
+check_file() {
+	cat "$KP_CHECK" 2>&1
+}
+
+# blocker PID SYMBOL COMM: ERE of the check file's line for a task in
+# kpatch_test_pc's SYMBOL
+blocker() {
+	printf '^%s %s:%s[+]0x[0-9a-f]+/0x[0-9a-f]+ %s$\n' "$1" "$PC" \
+		"$(printf '%s' "$2" | sed 's/[.]/[.]/g')" "$3"
+}
+
+# check_result DESC LINE1 [ERE...]: the check file is LINE1, then one line
+# matching each ERE, in any order, and nothing else
+check_result() {
+	_cr_desc=$1
+	_cr_first=$2
+	shift 2
+	_cr_have=$(check_file)
+	if [ "$(printf '%s\n' "$_cr_have" | head -n 1)" = "$_cr_first" ] &&
+	   printf '%s\n' "$_cr_have" | tail -n +2 | lines_any_order "$@"; then
+		ok "$_cr_desc"
+	else
+		not_ok "$_cr_desc"
+		diag "expected line 1: $_cr_first" "then (any order):" \
+			"$(printf '%s\n' "$@")"
+		diag "actual:" "$_cr_have"
+		return 1
+	fi
+}
+
+# refused VERB NAME PIECE [WORDS...]: with the thread asleep in a call
+# made from kpatch_test_pc_PIECE, "check VERB NAME WORDS..." and "VERB
+# NAME WORDS..." both answer EBUSY, change nothing, and name the piece
+# and the thread (the check file, the log)
+refused() {
+	_rf_verb=$1
+	_rf_name=$2
+	_rf_where=kpatch_test_pc_$3
+	shift 3
+	log_mark
+	save_state
+	kp check "$_rf_verb" "$_rf_name" "$@" || :
+	check_eq "check $_rf_verb $_rf_name -> EBUSY" EBUSY "$KP_RESULT"
+	check_state_unchanged
+	check_result "check file: the thread, in $_rf_where" \
+		"$_rf_verb $_rf_name -16" "$(blocker "$pcpid" "$_rf_where" kpatch_pc)"
+	save_state
+	kp "$_rf_verb" "$_rf_name" "$@" || :
+	check_eq "$_rf_verb $_rf_name -> EBUSY" EBUSY "$KP_RESULT"
+	check_state_unchanged
+	check_log "the log names $_rf_where and the thread, for the check and the $_rf_verb" <<EOF
+kpatch: check $_rf_verb '$_rf_name': would fail (-16): 1 task in the way
+kpatch: check $_rf_verb '$_rf_name': pid $pcpid (kpatch_pc) in $_rf_where+0x_/0x_ [$PC]
+kpatch: $_rf_verb '$_rf_name' refused: $_rf_where+0x_/0x_ [$PC] is on the stack of pid $pcpid (kpatch_pc)
+EOF
+}
+
+# old_side_done NAME...: the thread has left the piece; a patch NAME
+# accepted while it slept there had it run old code after the patch took
+# effect.  Take such a patch out again.
+old_side_done() {
+	for _od in "$@"; do
+		is_patched "$_od" || continue
+		check_eq "no old code ran after patch $_od took effect (tail)" \
+			"$tail0" "$(pc tail)"
+		kp unpatch "$_od" || :
+	done
+}
+
+# new_side_done NAME: the thread has left the piece; had patch NAME been
+# removed while it slept there, it ran new code after the unpatch took
+# effect.  Else unpatch NAME now.
+new_side_done() {
+	if is_patched "$1"; then
+		expect_ok unpatch "$1"
+	else
+		check_eq "no new code ran after unpatch $1 took effect (tail)" \
+			"$tail0" "$(pc tail)"
+	fi
+}
+
+pcpid=$(pc pid)
+f=$(pcsym f)
+g=$(pcsym g)
+jmp8=$(pcsym jmp8)
+jcc8=$(pcsym jcc8)
+mid=$(pcsym mid)
+pf=$(pcsym plain_f)
+pg=$(pcsym plain_g)
+pjmp8=$(pcsym plain_jmp8)
+pjcc8=$(pcsym plain_jcc8)
+pmid=$(pcsym plain_mid)
+# The thread sleeps until released: every try would fail the same.
+param_retries 0
+
+start_test "kallsyms lists the pieces by the compiler's names"
+log_mark
+check_eq "precondition: the thread is kpatch_pc" kpatch_pc \
+	"$(cat "/proc/$pcpid/comm" 2>&1)"
+for p in g.part.0 jmp8.part.0 jcc8.part.0 mid.cold; do
+	check_eq "kallsyms lists kpatch_test_pc_$p, a local function" t \
+		"$(sym_type "kpatch_test_pc_$p" "$PC")"
+done
+tail0=$(pc tail)
+for fn in f:11 g:11 jmp8:12 jcc8:13 mid:14 plain_f:100 plain_g:101 \
+	plain_jmp8:102 plain_jcc8:103 plain_mid:104; do
+	pc_call "${fn%:*}"
+	check_eq "kpatch_test_pc_${fn%:*}(1) returns ${fn#*:}" "${fn#*:}" \
+		"$(pc result)"
+done
+check_eq "each piece ran once" "$((tail0 + 5))" "$(pc tail)"
+check_no_splat
+
+start_test "f and g patched together, in either order"
+log_mark
+pc_enter f
+refused patch p1 g.part.0 "$f" "$pf" "$g" "$pg"
+refused patch p2 g.part.0 "$g" "$pg" "$f" "$pf"
+pc_leave 11
+old_side_done p1 p2
+check_no_splat
+
+start_test "a piece reached by a short jmp"
+log_mark
+pc_enter jmp8
+refused patch p3 jmp8.part.0 "$jmp8" "$pjmp8"
+pc_leave 12
+old_side_done p3
+check_no_splat
+
+start_test "a piece reached by a short jcc"
+log_mark
+pc_enter jcc8
+refused patch p4 jcc8.part.0 "$jcc8" "$pjcc8"
+pc_leave 13
+old_side_done p4
+check_no_splat
+
+start_test "a piece entered at a block inside it"
+log_mark
+pc_enter mid
+refused patch p5 mid.cold "$mid" "$pmid"
+pc_leave 14
+old_side_done p5
+check_no_splat
+
+start_test "once the thread is out, the functions with pieces are patched"
+log_mark
+check_patches "nothing patched"
+expect_ok patch p6 "$f" "$pf" "$g" "$pg" "$jmp8" "$pjmp8" "$jcc8" "$pjcc8" \
+	"$mid" "$pmid"
+tail0=$(pc tail)
+for fn in f:100 g:101 jmp8:102 jcc8:103 mid:104; do
+	pc_call "${fn%:*}"
+	check_eq "kpatch_test_pc_${fn%:*}(1) runs its twin (${fn#*:})" \
+		"${fn#*:}" "$(pc result)"
+done
+check_eq "no piece ran" "$tail0" "$(pc tail)"
+expect_ok unpatch p6
+check_no_splat
+
+start_test "new side: f and g patched together, f listed first"
+log_mark
+expect_ok patch q1 "$pf" "$f" "$pg" "$g"
+pc_enter plain_f
+refused unpatch q1 g.part.0
+pc_leave 11
+new_side_done q1
+check_no_splat
+
+start_test "new side: f and g patched together, g listed first"
+log_mark
+expect_ok patch q2 "$pg" "$g" "$pf" "$f"
+pc_enter plain_f
+refused unpatch q2 g.part.0
+pc_leave 11
+new_side_done q2
+check_no_splat
+
+start_test "new side: a piece reached by a short jmp"
+log_mark
+expect_ok patch q3 "$pjmp8" "$jmp8"
+pc_enter plain_jmp8
+refused unpatch q3 jmp8.part.0
+pc_leave 12
+new_side_done q3
+check_no_splat
+
+start_test "new side: a piece reached by a short jcc"
+log_mark
+expect_ok patch q4 "$pjcc8" "$jcc8"
+pc_enter plain_jcc8
+refused unpatch q4 jcc8.part.0
+pc_leave 13
+new_side_done q4
+check_no_splat
+
+start_test "new side: a piece entered at a block inside it"
+log_mark
+expect_ok patch q5 "$pmid" "$mid"
+pc_enter plain_mid
+refused unpatch q5 mid.cold
+pc_leave 14
+new_side_done q5
+check_no_splat
+
+start_test "the functions run their own code again"
+log_mark
+check_patches "nothing patched"
+pc_call plain_f
+check_eq "kpatch_test_pc_plain_f(1) returns 100" 100 "$(pc result)"
+pc_call f
+check_eq "kpatch_test_pc_f(1) returns 11" 11 "$(pc result)"
+check "rmmod $PC succeeds" unload_mod "$PC"
+check_no_splat

@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kpatch_test_pc - functions split into pieces the way compilers split
+ * them, for the kpatch selftests (test-pieces.sh).
+ *
+ * Each function below has a piece: code of its own that kallsyms lists
+ * as a function of its own, named as GCC names them (NAME.part.N for a
+ * part of the body split off by partial inlining, NAME.cold for unlikely
+ * blocks moved to .text.unlikely), and reached by a jump.  Every piece
+ * calls kpatch_test_pc_wait(), which sleeps while "hold" is 1 and returns
+ * 10; the piece then adds a number of its own, counts its run in "tail"
+ * and returns.  So a task asleep in the wait has a return address in the
+ * piece and none in the function.
+ *
+ *   kpatch_test_pc_g(x)	if (!x) return 0; return g.part.0(x) by a
+ *				jcc with a 32-bit displacement.
+ *				kpatch_test_pc_g.part.0 returns 11.
+ *   kpatch_test_pc_f(x)	return g(x & 1), g's head inlined: it jumps
+ *				(32-bit jcc) into kpatch_test_pc_g.part.0
+ *				too.  kallsyms knows that piece as g's only.
+ *   kpatch_test_pc_jmp8(x)	ends "jmp kpatch_test_pc_jmp8.part.0", the
+ *				piece right behind it: a short jmp (eb).
+ *				The piece returns 12.
+ *   kpatch_test_pc_jcc8(x)	"jne kpatch_test_pc_jcc8.part.0", the piece
+ *				right behind it: a short jcc (75).  13.
+ *   kpatch_test_pc_mid(x)	jumps to a block inside kpatch_test_pc_mid.cold,
+ *				not to its start: the piece's first block
+ *				is reached only from that one, and jumps
+ *				back into the function.  14.
+ *
+ * They are written in asm, so that the pieces, their names and the
+ * jumps are the same on every compiler, and so are traceable functions
+ * like any other: ENDBR where the kernel has IBT, then the fentry call,
+ * recorded in __mcount_loc as GCC's -mrecord-mcount does, so that ftrace
+ * (and kpatch) can attach to them.  Only caller-saved registers are used.
+ *
+ * Each has a twin in C, kpatch_test_pc_plain_NAME(), returning 100
+ * (f), 101 (g), 102 (jmp8), 103 (jcc8) or 104 (mid): the twin replaces
+ * the function with the pieces (the old side), or the function with the
+ * pieces replaces its twin (the new side).
+ *
+ * On load a kthread named "kpatch_pc" (its pid is in "pid") waits.
+ * Writing a NAME above (f, g, jmp8, jcc8, mid, or plain_f ... plain_mid)
+ * to "call" makes it call that function with x = 1, store what the call
+ * returned in "result" and set "call" back to "none".  "state" reads 1
+ * while the thread sleeps in kpatch_test_pc_wait(), 2 once it left.
+ */
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/compiler.h>
+#include <linux/err.h>
+#include <linux/kernel.h>
+#include <linux/kthread.h>
+#include <linux/linkage.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/sched.h>
+#include <linux/string.h>
+#include <linux/wait.h>
+#include <asm/ibt.h>
+
+#include "kpatch_test.h"
+
+#define KPATCH_PC_IN_WAIT	1
+#define KPATCH_PC_LEFT_WAIT	2
+
+static DECLARE_WAIT_QUEUE_HEAD(kpatch_pc_wq);
+
+static bool hold;
+
+static int kpatch_pc_hold_set(const char *val, const struct kernel_param *kp)
+{
+	int ret = param_set_bool(val, kp);
+
+	if (!ret)
+		wake_up_all(&kpatch_pc_wq);
+	return ret;
+}
+
+static const struct kernel_param_ops kpatch_pc_hold_ops = {
+	.set = kpatch_pc_hold_set,
+	.get = param_get_bool,
+};
+module_param_cb(hold, &kpatch_pc_hold_ops, &hold, 0644);
+MODULE_PARM_DESC(hold, "1 keeps the thread asleep in kpatch_test_pc_wait()");
+
+static int state;
+module_param(state, int, 0444);
+MODULE_PARM_DESC(state, "1 while the thread sleeps in kpatch_test_pc_wait(), 2 once it left");
+
+static int result;
+module_param(result, int, 0444);
+MODULE_PARM_DESC(result, "what the last call returned");
+
+static int calls;
+module_param(calls, int, 0444);
+MODULE_PARM_DESC(calls, "completed calls");
+
+int kpatch_test_pc_tail;
+module_param_named(tail, kpatch_test_pc_tail, int, 0444);
+MODULE_PARM_DESC(tail, "runs of the pieces' code after kpatch_test_pc_wait()");
+
+static int pid;
+module_param(pid, int, 0444);
+MODULE_PARM_DESC(pid, "pid of the kpatch_pc thread");
+
+static struct task_struct *kpatch_pc_task;
+
+/*
+ * Called from the pieces, only ever in the kpatch_pc thread
+ * (kthread_should_stop() wants a kthread).
+ */
+noinline int kpatch_test_pc_wait(void)
+{
+	WRITE_ONCE(state, KPATCH_PC_IN_WAIT);
+	wait_event_interruptible(kpatch_pc_wq,
+				 !READ_ONCE(hold) || kthread_should_stop());
+	WRITE_ONCE(state, KPATCH_PC_LEFT_WAIT);
+	return kpatch_test_opaque(10);
+}
+
+/* The fentry call of a traceable function, and its __mcount_loc entry. */
+#define KPATCH_PC_FENTRY					\
+"1:	call		__fentry__\n"				\
+"	.pushsection	__mcount_loc, \"a\", @progbits\n"	\
+"	.quad		1b\n"					\
+"	.popsection\n"
+
+/* What every piece does: wait, add @n to the result, count its run. */
+#define KPATCH_PC_PIECE_BODY(n)					\
+"	call		kpatch_test_pc_wait\n"			\
+"	addl		$" #n ", %eax\n"			\
+"	lock incl	kpatch_test_pc_tail(%rip)\n"
+
+/*
+ * g and f, and g's piece g.part.0.  The jumps into g.part.0 are written
+ * with a 32-bit displacement ({disp32}), as a compiler's are when the
+ * piece is further away than a short jump reaches.
+ */
+asm("	.pushsection	.text, \"ax\", @progbits\n"
+"	.globl		kpatch_test_pc_g\n"
+"	.type		kpatch_test_pc_g, @function\n"
+"kpatch_test_pc_g:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"	testl		%edi, %edi\n"
+"	{disp32} jne	kpatch_test_pc_g.part.0\n"
+"	xorl		%eax, %eax\n"
+	ASM_RET
+"	.size		kpatch_test_pc_g, .-kpatch_test_pc_g\n"
+"\n"
+"	.globl		kpatch_test_pc_f\n"
+"	.type		kpatch_test_pc_f, @function\n"
+"kpatch_test_pc_f:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"	andl		$1, %edi\n"
+"	{disp32} jne	kpatch_test_pc_g.part.0\n"
+"	xorl		%eax, %eax\n"
+	ASM_RET
+"	.size		kpatch_test_pc_f, .-kpatch_test_pc_f\n"
+"\n"
+"	.type		kpatch_test_pc_g.part.0, @function\n"
+"kpatch_test_pc_g.part.0:\n"
+	KPATCH_PC_PIECE_BODY(1)
+	ASM_RET
+"	.size		kpatch_test_pc_g.part.0, .-kpatch_test_pc_g.part.0\n"
+"	.popsection\n"
+);
+
+/*
+ * jmp8 and jcc8: each piece right behind its function, in the same
+ * section, so that the assembler makes the jump to it a short one.
+ */
+asm("	.pushsection	.text, \"ax\", @progbits\n"
+"	.globl		kpatch_test_pc_jmp8\n"
+"	.type		kpatch_test_pc_jmp8, @function\n"
+"kpatch_test_pc_jmp8:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"	testl		%edi, %edi\n"
+"	je		2f\n"
+"	jmp		kpatch_test_pc_jmp8.part.0\n"
+"2:	xorl		%eax, %eax\n"
+	ASM_RET
+"	.size		kpatch_test_pc_jmp8, .-kpatch_test_pc_jmp8\n"
+"\n"
+"	.type		kpatch_test_pc_jmp8.part.0, @function\n"
+"kpatch_test_pc_jmp8.part.0:\n"
+	KPATCH_PC_PIECE_BODY(2)
+	ASM_RET
+"	.size		kpatch_test_pc_jmp8.part.0, .-kpatch_test_pc_jmp8.part.0\n"
+"\n"
+"	.globl		kpatch_test_pc_jcc8\n"
+"	.type		kpatch_test_pc_jcc8, @function\n"
+"kpatch_test_pc_jcc8:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"	testl		%edi, %edi\n"
+"	jne		kpatch_test_pc_jcc8.part.0\n"
+"	xorl		%eax, %eax\n"
+	ASM_RET
+"	.size		kpatch_test_pc_jcc8, .-kpatch_test_pc_jcc8\n"
+"\n"
+"	.type		kpatch_test_pc_jcc8.part.0, @function\n"
+"kpatch_test_pc_jcc8.part.0:\n"
+	KPATCH_PC_PIECE_BODY(3)
+	ASM_RET
+"	.size		kpatch_test_pc_jcc8.part.0, .-kpatch_test_pc_jcc8.part.0\n"
+"	.popsection\n"
+);
+
+/*
+ * mid and mid.cold.  mid enters its piece at .Lkpatch_test_pc_mid_slow,
+ * the piece's second block, which waits and goes on to the first; that
+ * one counts and jumps back into mid.
+ */
+asm("	.pushsection	.text, \"ax\", @progbits\n"
+"	.globl		kpatch_test_pc_mid\n"
+"	.type		kpatch_test_pc_mid, @function\n"
+"kpatch_test_pc_mid:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"	xorl		%eax, %eax\n"
+"	testl		%edi, %edi\n"
+"	jne		.Lkpatch_test_pc_mid_slow\n"
+".Lkpatch_test_pc_mid_back:\n"
+	ASM_RET
+"	.size		kpatch_test_pc_mid, .-kpatch_test_pc_mid\n"
+"	.popsection\n"
+"\n"
+"	.pushsection	.text.unlikely, \"ax\", @progbits\n"
+"	.type		kpatch_test_pc_mid.cold, @function\n"
+"kpatch_test_pc_mid.cold:\n"
+"3:	addl		$4, %eax\n"
+"	lock incl	kpatch_test_pc_tail(%rip)\n"
+"	jmp		.Lkpatch_test_pc_mid_back\n"
+".Lkpatch_test_pc_mid_slow:\n"
+"	call		kpatch_test_pc_wait\n"
+"	jmp		3b\n"
+"	.size		kpatch_test_pc_mid.cold, .-kpatch_test_pc_mid.cold\n"
+"	.popsection\n"
+);
+
+noinline int kpatch_test_pc_plain_f(int x)
+{
+	barrier();
+	return kpatch_test_opaque(100);
+}
+
+noinline int kpatch_test_pc_plain_g(int x)
+{
+	barrier();
+	return kpatch_test_opaque(101);
+}
+
+noinline int kpatch_test_pc_plain_jmp8(int x)
+{
+	barrier();
+	return kpatch_test_opaque(102);
+}
+
+noinline int kpatch_test_pc_plain_jcc8(int x)
+{
+	barrier();
+	return kpatch_test_opaque(103);
+}
+
+noinline int kpatch_test_pc_plain_mid(int x)
+{
+	barrier();
+	return kpatch_test_opaque(104);
+}
+
+static const struct {
+	const char *name;
+	int (*fn)(int x);
+} kpatch_pc_fns[] = {
+	{ "f", kpatch_test_pc_f },
+	{ "g", kpatch_test_pc_g },
+	{ "jmp8", kpatch_test_pc_jmp8 },
+	{ "jcc8", kpatch_test_pc_jcc8 },
+	{ "mid", kpatch_test_pc_mid },
+	{ "plain_f", kpatch_test_pc_plain_f },
+	{ "plain_g", kpatch_test_pc_plain_g },
+	{ "plain_jmp8", kpatch_test_pc_plain_jmp8 },
+	{ "plain_jcc8", kpatch_test_pc_plain_jcc8 },
+	{ "plain_mid", kpatch_test_pc_plain_mid },
+};
+
+/* 1 + the index in kpatch_pc_fns of the function to call; 0: none. */
+static unsigned int kpatch_pc_call;
+
+static int kpatch_pc_call_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(kpatch_pc_fns); i++) {
+		if (sysfs_streq(val, kpatch_pc_fns[i].name)) {
+			WRITE_ONCE(kpatch_pc_call, i + 1);
+			wake_up_all(&kpatch_pc_wq);
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int kpatch_pc_call_get(char *buffer, const struct kernel_param *kp)
+{
+	unsigned int i = READ_ONCE(kpatch_pc_call);
+
+	return scnprintf(buffer, PAGE_SIZE, "%s\n",
+			 i ? kpatch_pc_fns[i - 1].name : "none");
+}
+
+static const struct kernel_param_ops kpatch_pc_call_ops = {
+	.set = kpatch_pc_call_set,
+	.get = kpatch_pc_call_get,
+};
+module_param_cb(call, &kpatch_pc_call_ops, NULL, 0644);
+MODULE_PARM_DESC(call, "a NAME makes the thread call that function once; \"none\" once it returned");
+
+static int kpatch_pc_thread(void *data)
+{
+	unsigned int i;
+
+	while (!kthread_should_stop()) {
+		wait_event_interruptible(kpatch_pc_wq,
+					 READ_ONCE(kpatch_pc_call) ||
+					 kthread_should_stop());
+		i = READ_ONCE(kpatch_pc_call);
+		if (!i)
+			continue;
+		WRITE_ONCE(result, kpatch_pc_fns[i - 1].fn(1));
+		WRITE_ONCE(calls, calls + 1);
+		WRITE_ONCE(kpatch_pc_call, 0);
+	}
+	return 0;
+}
+
+static int __init kpatch_test_pc_init(void)
+{
+	struct task_struct *t;
+
+	t = kthread_run(kpatch_pc_thread, NULL, "kpatch_pc");
+	if (IS_ERR(t))
+		return PTR_ERR(t);
+	kpatch_pc_task = t;
+	pid = task_pid_nr(t);
+	return 0;
+}
+
+static void __exit kpatch_test_pc_exit(void)
+{
+	kthread_stop(kpatch_pc_task);
+}
+
+module_init(kpatch_test_pc_init);
+module_exit(kpatch_test_pc_exit);
+
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("kpatch selftest: functions with pieces (.part.N, .cold) reached by every kind of jump");

@@ -10,6 +10,8 @@
 #     example patch module, on every kernel of the test bed
 #     (selftests/harness/testbed.sh setup lists them; the newest is built
 #     in its Debian unstable chroot, which has sparse)
+#   kpatch.c's instruction decoder against objdump, on every function of
+#     the debug kernel's vmlinux and of the modules built for each kernel
 #   ShellCheck on every shell script
 #   one version string in kpatch.c, dkms.conf, README.md, Documentation.txt
 #     and the example's Makefile
@@ -96,6 +98,9 @@ build_gate() {
 	if grep -E '(warning|error):|is not available' <<<"$out"; then
 		fail "$kver $flags hooks=$hooks: diagnostics above"
 	fi
+	if [[ $flags == W=1 && $hooks == 0 ]]; then
+		decoder_check "$kver modules" "$dir"/*.ko "$dir"/test_modules/*.ko
+	fi
 	rm -rf "$dir"
 }
 
@@ -109,6 +114,60 @@ gate_builds() {
 		build_gate "$kver" "W=1" 1
 		build_gate "$kver" "C=2" 1
 	done <"$CACHE/kernels.list"
+}
+
+# The decoder of kpatch.c (kpatch_decode() and its opcode tables), built
+# on the host by decode-check.c, against objdump: on every function of the
+# debug kernel's vmlinux here, and of the modules of every kernel's build
+# (build_gate).
+DECODER=
+decoder_build() {
+	local dir
+	dir=$(mktemp -d)
+	{
+		echo '#include <stdbool.h>'
+		echo '#include <stdint.h>'
+		echo '#include <string.h>'
+		echo 'typedef uint8_t u8; typedef int8_t s8; typedef int32_t s32;'
+		echo '#define min(a, b) ((a) < (b) ? (a) : (b))'
+		awk '/^static const char kpatch_op1\[256\]/ { on = 1 }
+		     on { print }
+		     on && /^static unsigned int kpatch_decode\(/ { fn = 1 }
+		     fn && /^}/ { exit }' "$SRC/kpatch.c"
+	} >"$dir/decoder.h"
+	if gcc -O2 -Wall -I"$dir" -o "$dir/decode-check" \
+		"$SRC/selftests/harness/decode-check.c"; then
+		DECODER=$dir/decode-check
+	else
+		fail "decoder: decode-check does not build"
+	fi
+}
+
+# decoder_check WHAT FILE...: objdump FILE... through the decoder check
+decoder_check() {
+	local what=$1 out
+	shift
+	[[ -n $DECODER ]] || return 0
+	if out=$(objdump -d -w "$@" | "$DECODER"); then
+		log "decoder: $what: $(tail -n 1 <<<"$out")"
+	else
+		echo "$out" | grep MISMATCH | head -20
+		fail "decoder: $what: $(tail -n 1 <<<"$out")"
+	fi
+}
+
+gate_decoder() {
+	local kver vmlinux=
+	decoder_build
+	while read -r kver; do
+		[[ -e $CACHE/kernels/$kver/build/vmlinux ]] &&
+			vmlinux=$CACHE/kernels/$kver/build/vmlinux
+	done <"$CACHE/kernels.list"
+	if [[ -n $vmlinux ]]; then
+		decoder_check "the debug kernel's vmlinux" "$vmlinux"
+	else
+		fail "decoder: no debug kernel vmlinux in $CACHE/kernels"
+	fi
 }
 
 gate_shellcheck() {
@@ -134,6 +193,7 @@ gate_version() {
 }
 
 gate_checkpatch
+gate_decoder
 gate_builds
 gate_shellcheck
 gate_version

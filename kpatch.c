@@ -1118,6 +1118,7 @@ static const char kpatch_op2[256] =
 	"mmBmBBBm........" "mmmmmmmmmmmmmmmm" "mmmmmmmmmmmmmmmm" "mmmmmmmmmmmmmmmm";
 
 enum kpatch_insn {
+	KPATCH_INSN_SHORT,	/* not decoded: it would end past @avail */
 	KPATCH_INSN_OTHER,
 	KPATCH_INSN_JUMP,	/* jmp or jcc to an address given in the code */
 	KPATCH_INSN_INDIRECT,	/* jmp through a register or memory */
@@ -1126,8 +1127,9 @@ enum kpatch_insn {
 
 /*
  * The instruction at @p, which is at @addr and has @avail bytes after it
- * that may be read: its length, or 0 if it cannot be decoded; what it is in
- * *@kind, and for a jump its target in *@target.
+ * that may be read: its length, or 0 if it cannot be decoded (with
+ * KPATCH_INSN_SHORT if it would need more bytes than @avail); what it is
+ * in *@kind, and for a jump its target in *@target.
  */
 static unsigned int kpatch_decode(const u8 *p, unsigned long avail,
 				  unsigned long addr, enum kpatch_insn *kind,
@@ -1142,7 +1144,7 @@ static unsigned int kpatch_decode(const u8 *p, unsigned long avail,
 	*kind = KPATCH_INSN_OTHER;
 	for (i = 0; ; i++) {
 		if (i >= n)
-			return 0;
+			goto truncated;
 		c = kpatch_op1[p[i]];
 		if (c == 'R') {
 			rexw = p[i] & 8;
@@ -1156,7 +1158,7 @@ static unsigned int kpatch_decode(const u8 *p, unsigned long avail,
 	}
 	if (c == 'V') {			/* c5 RvvvvLpp, c4 RXBmmmmm WvvvvLpp */
 		if (i + 3 >= n)
-			return 0;
+			goto truncated;
 		map = p[i] == 0xc5 ? 1 : p[i + 1] & 0x1f;
 		i += p[i] == 0xc5 ? 2 : 3;
 		c = map == 1 ? kpatch_op2[p[i]] : map == 2 ? 'm' :
@@ -1165,7 +1167,7 @@ static unsigned int kpatch_decode(const u8 *p, unsigned long avail,
 			return 0;
 	} else if (c == '0') {
 		if (++i >= n)
-			return 0;
+			goto truncated;
 		c = kpatch_op2[p[i]];
 		if (c == '3' || c == '4') {
 			c = c == '3' ? 'm' : 'B';
@@ -1209,13 +1211,13 @@ static unsigned int kpatch_decode(const u8 *p, unsigned long avail,
 		break;
 	default:			/* m B Z f F I: a ModRM byte first */
 		if (i >= n)
-			return 0;
+			goto truncated;
 		modrm = p[i++];
 		reg = (modrm >> 3) & 7;
 		if (modrm < 0xc0) {	/* a memory operand */
 			if ((modrm & 7) == 4) {		/* a SIB byte */
 				if (i >= n)
-					return 0;
+					goto truncated;
 				if (modrm < 0x40 && (p[i] & 7) == 5)
 					i += 4;
 				i++;
@@ -1233,7 +1235,7 @@ static unsigned int kpatch_decode(const u8 *p, unsigned long avail,
 	}
 	i += imm;
 	if (i > n)
-		return 0;
+		goto truncated;
 	if (*kind == KPATCH_INSN_JUMP) {
 		if (imm == 1) {
 			*target = addr + i + (s8)p[i - 1];
@@ -1243,6 +1245,10 @@ static unsigned int kpatch_decode(const u8 *p, unsigned long avail,
 		}
 	}
 	return i;
+truncated:
+	if (avail < 15)		/* else it is too long */
+		*kind = KPATCH_INSN_SHORT;
+	return 0;
 }
 
 /*
@@ -1364,10 +1370,12 @@ static int kpatch_follow(struct kpatch_reading *rd, unsigned long target)
  * code is pinned (vmlinux, or a module that a pin or the patch being
  * prepared holds), so it can be read.  It may be changing meanwhile
  * (ftrace, static keys, kprobes); whatever it reads as, each range added
- * is a whole symbol.  Code that cannot be decoded is read on byte by byte,
- * each byte taken as the start of a jump, so that no jump is missed: a
- * false one leads into a function that is no piece, or makes the reading
- * lost.  A static branch of a module leads where the module's jump table
+ * is a whole symbol.  An instruction that would end past the symbol ends
+ * its code: kallsyms counts the padding up to the next symbol into a
+ * symbol's size.  Other code that cannot be decoded is read on byte by
+ * byte, each byte taken as the start of a jump, so that no jump is
+ * missed: a false one leads into a function that is no piece, or makes
+ * the reading lost.  A static branch of a module leads where the module's jump table
  * says, whether it is on or off; one of vmlinux only where it leads now
  * (see Documentation.txt).  Without @fn, reading stops once it is lost:
  * the whole module is checked then.
@@ -1389,6 +1397,8 @@ static int kpatch_read(struct kpatch_reading *rd)
 			len = kpatch_decode((const u8 *)start + i,
 					    end - start - i, start + i, &kind,
 					    &target);
+			if (!len && kind == KPATCH_INSN_SHORT && !bytewise)
+				break;
 			if (!len || kind == KPATCH_INSN_INDIRECT)
 				rd->lost = true;
 			bytewise |= !len;

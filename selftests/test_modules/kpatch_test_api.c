@@ -28,6 +28,10 @@
  * module name> itself, as the 2014 kpatch patch modules did, then calls
  * kpatch_register(), which must refuse that with -EEXIST.  The init logs
  * "kpatch_register() failed: N", removes its directory again and fails.
+ * With no_register=1 as well, the init makes the directory and keeps it
+ * until the module is removed, without calling kpatch_register(): a
+ * directory of that name that kpatch did not make, for a patch of the
+ * same name that waits between tries.
  *
  * With mem=WHERE the init registers a patch of kpatch_test_value_a()
  * from structures in other memory, and returns what kpatch_register()
@@ -100,6 +104,11 @@ module_param(own_kobj, bool, 0444);
 MODULE_PARM_DESC(own_kobj,
 		 "create /sys/kernel/kpatch/patches/<module name> before kpatch_register(), as 2014 patch modules did (default 0)");
 
+static bool no_register;
+module_param(no_register, bool, 0444);
+MODULE_PARM_DESC(no_register,
+		 "with own_kobj=1: keep the directory until module exit and do not call kpatch_register() (default 0)");
+
 static char *mem = "";
 module_param(mem, charp, 0444);
 MODULE_PARM_DESC(mem,
@@ -126,6 +135,9 @@ static struct kpatch_module kpatch_test_api_kpmod = {
 
 /* The patch kpatch_register() accepted, for the module exit. */
 static struct kpatch_module *kpatch_test_api_registered = &kpatch_test_api_kpmod;
+
+/* no_register=1: the directory the module made, until its exit */
+static struct kobject *kpatch_test_api_kobj;
 
 /* mem=kmalloc, mem=vmalloc: the structures, freed at module exit */
 static struct kpatch_module *kpatch_test_api_heap_kpmod;
@@ -431,6 +443,11 @@ static int __init kpatch_test_api_init(void)
 			return -ENOMEM;
 		pr_info("own_kobj=1: made its own directory patches/%s\n",
 			THIS_MODULE->name);
+		if (no_register) {
+			pr_info("no_register=1: keeps it until it is removed\n");
+			kpatch_test_api_kobj = kobj;
+			return 0;
+		}
 	}
 
 	ret = kpatch_register(&kpatch_test_api_kpmod, replace);
@@ -457,6 +474,7 @@ static void __exit kpatch_test_api_exit(void)
 {
 	int ret;
 
+	kobject_put(kpatch_test_api_kobj);
 	if (kpatch_test_api_registered->enabled) {
 		ret = kpatch_unregister(kpatch_test_api_registered);
 		if (ret) {

@@ -17,6 +17,13 @@
 # patch modules did (own_kobj=1), is refused with EEXIST, and the log says
 # that the directory already exists.
 #
+# kpatch_register() refuses, with EINVAL and a log line, a struct
+# kpatch_module or funcs array that is const, __ro_after_init or on the
+# stack of the module's init (kpatch keeps pointers to them and writes to
+# them while the patch is enabled), changes nothing and leaves them as
+# they were; it accepts them from kmalloc() and vmalloc() (mem=WHERE, see
+# kpatch_test_api.c).
+#
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
 
@@ -266,3 +273,100 @@ kpatch: patch 'kpatch_test_api' enabled (1 function)
 kpatch: patch 'kpatch_test_api' removed
 EOF
 check_no_splat
+
+# ------------------------------------------ structures in other memory --
+#
+# kpatch keeps pointers to the struct kpatch_module and its funcs array
+# while the patch is enabled and writes to both, so it refuses them in
+# memory that is or becomes read-only, or goes away with the init:
+# EINVAL, one log line, nothing changed.  kpatch_test_api mem=WHERE passes
+# them from there (see kpatch_test_api.c); should kpatch accept them, the
+# module takes the patch out again before its init returns, so that no
+# later access faults.  The const cases come last and only once kpatch
+# has refused the others: a kpatch that accepts them writes into the
+# const structure inside kpatch_register() and faults there.
+
+WRITABLE_LINE="kpatch: kpatch_test_api: the kpatch_module or its functions are not in writable memory (const, __ro_after_init or on the stack)"
+mem_accepted=
+
+# mem_refused MEM WHAT: insmod kpatch_test_api mem=MEM, which passes WHAT
+# (as the module logs it), fails with EINVAL and changes nothing
+mem_refused() {
+	start_test "kpatch_register() refuses $2"
+	log_mark
+	save_state
+	check_not "insmod kpatch_test_api mem=$1 fails" \
+		load_mod kpatch_test_api "mem=$1"
+	check_grep "insmod reports EINVAL" '[Ii]nvalid argument' "$KP_OUT"
+	msgs=$(log_since_mark)
+	diag "kernel log:" "$msgs"
+	if printf '%s\n' "$msgs" | grep -q "mem=$1: kpatch_register() accepted it"; then
+		mem_accepted="$mem_accepted mem=$1"
+	fi
+	check_grep "kpatch_register() returned EINVAL and left the structures intact" \
+		"$(intact_line -22)" "$msgs"
+	check_patches "nothing patched"
+	check_sysfs_patches "no sysfs directory"
+	check_eq "original values" "a=1 b=2" "$(target_values)"
+	check_state_unchanged
+	# Twice, as above: busybox's insmod tries init_module() too.
+	check_log "the log says why, once per try of insmod" kpatch_test_api <<EOT
+kpatch_test_api: mem=$1: $2
+$WRITABLE_LINE
+kpatch_test_api: structures intact after failed register (err -22)
+kpatch_test_api: mem=$1: $2
+$WRITABLE_LINE
+kpatch_test_api: structures intact after failed register (err -22)
+EOT
+	if mod_loaded kpatch_test_api; then
+		check "rmmod kpatch_test_api succeeds" unload_mod kpatch_test_api
+	fi
+	check_no_splat
+}
+
+mem_refused stack "a struct kpatch_module on the init's stack"
+mem_refused stack_funcs "a funcs array on the init's stack"
+mem_refused ro_after_init "a struct kpatch_module in __ro_after_init"
+mem_refused ro_after_init_funcs "a funcs array in __ro_after_init"
+
+# mem_heap MEM WHAT: kpatch_test_api mem=MEM registers its patch from WHAT,
+# which works like one in module data
+mem_heap() {
+	start_test "kpatch_register() accepts $2"
+	log_mark
+	load_api "mem=$1"
+	check_eq "kpatch_test_api_value_a runs" "a=31 b=2" "$(target_values)"
+	check_patches "listed under the module name" "$(api_line a active)"
+	check_sysfs_patches "sysfs directory kpatch_test_api" kpatch_test_api
+	check_not "rmmod kpatch_test_api refused while enabled" \
+		unload_mod kpatch_test_api
+	expect_ok unpatch kpatch_test_api
+	check_eq "original values" "a=1 b=2" "$(target_values)"
+	check_sysfs_patches "sysfs directory removed"
+	check "rmmod kpatch_test_api succeeds after unpatch" unload_mod kpatch_test_api
+	check_log "the log says enabled, then removed" kpatch_test_api <<EOT
+kpatch_test_api: mem=$1: $2
+kpatch: patch 'kpatch_test_api' enabled (1 function)
+kpatch: patch 'kpatch_test_api' removed
+EOT
+	check_no_splat
+}
+
+mem_heap kmalloc "struct kpatch_module and funcs array from kmalloc()"
+mem_heap vmalloc "struct kpatch_module and funcs array from vmalloc()"
+
+# mem_const MEM WHAT: mem_refused for a const structure, once kpatch has
+# refused the other cases; else a failure, without the insmod
+mem_const() {
+	if [ -z "$mem_accepted" ]; then
+		mem_refused "$1" "$2"
+		return
+	fi
+	start_test "kpatch_register() refuses $2"
+	not_ok "insmod kpatch_test_api mem=$1 fails"
+	diag "not tried: kpatch accepted$mem_accepted, so it would write into" \
+		"the const structure inside kpatch_register() and fault"
+}
+
+mem_const const "a const struct kpatch_module"
+mem_const const_funcs "a const funcs array"

@@ -339,4 +339,53 @@ release_sleepers
 dry_ok patch s1 "$sl" "$sl_new"
 check_no_splat
 
+# A task names itself (prctl(PR_SET_NAME)), with any bytes but NUL; a
+# kthread of kpatch_test_hooks stands in for such a task, with a newline
+# in its comm and after it text that looks like a line of kpatch's.
+# kpatch escapes a comm (%pE: the newline as a backslash and an n) in the
+# check file and in every log line that names the task: one task is one
+# line, and no line of kpatch's starts with what the task chose.
+start_test "a task whose comm has a newline"
+comm_nl='kp
+kpatch: fake'
+comm_esc='kp\nkpatch: fake'
+diag "% printf 'kp\\nkpatch: fake' > /sys/module/kpatch_test_hooks/parameters/sleeper_comm"
+printf '%s' "$comm_nl" >/sys/module/kpatch_test_hooks/parameters/sleeper_comm ||
+	bail "setup: set sleeper_comm"
+param kpatch_test_hooks sleepers 1
+wait_until modparam_is kpatch_test_hooks sleepers 1 || bail "setup: the sleeper sleeps"
+param kpatch_test_hooks sleeper_comm ""
+nl_pid=$(modparam kpatch_test_hooks sleeper_pids)
+check_eq "precondition: its comm has the newline" "$comm_nl" "$(cat "/proc/$nl_pid/comm")"
+
+# kp_lines: kpatch's kernel log lines since the last mark, without the
+# timestamps
+kp_lines() {
+	log_since_mark | sed 's/^\[[ 0-9.]*\] //; s/^\[ *[TC][0-9]*\] //' |
+		grep '^kpatch: '
+}
+
+log_mark
+dry_busy patch nl1 "$sl" "$sl_new"
+check_eq "check file: the task on one line, its newline escaped" \
+	"$(printf 'patch nl1 -16\n%s kpatch_test_hooks:kpatch_test_hooks_sleep_fn+0x_/0x_ %s' \
+		"$nl_pid" "$comm_esc")" \
+	"$(check_file | sed 's/0x[0-9a-f][0-9a-f]*/0x_/g')"
+check_log "log: the task on one line, its newline escaped" <<EOF
+kpatch: check patch 'nl1': would fail (-16): 1 task in the way
+kpatch: check patch 'nl1': pid $nl_pid (kp\nkpatch: fake) in kpatch_test_hooks_sleep_fn+0x_/0x_ [kpatch_test_hooks]
+EOF
+check_no_grep "log: no line of kpatch's starts with the comm's second line" \
+	'^kpatch: fake' "$(kp_lines)"
+
+log_mark
+expect_refused EBUSY patch nl1 "$sl" "$sl_new"
+check_log "log: the refusal names the task on one line" <<EOF
+kpatch: patch 'nl1' refused: kpatch_test_hooks_sleep_fn+0x_/0x_ [kpatch_test_hooks] is on the stack of pid $nl_pid (kp\nkpatch: fake)
+EOF
+check_no_grep "log: no line of kpatch's starts with the comm's second line" \
+	'^kpatch: fake' "$(kp_lines)"
+release_sleepers
+check_no_splat
+
 param kpatch retries "$retries"

@@ -9,6 +9,8 @@
 # allowed name character, tabs, a trailing newline, "0x" prefixes, a
 # command of exactly 4096 bytes.
 #
+# kpatch's own functions are refused as OLD, as NEW and as a hook.
+#
 # A patch "base" stays enabled throughout, so "unchanged" covers a
 # non-empty state, and a refused command must not disturb it.
 #
@@ -152,6 +154,68 @@ start_test "unpatch twice"
 expect_ok patch e2 "$b" "$b1"
 expect_ok unpatch e2
 expect_refused ENOENT unpatch e2
+
+# ------------------------------------------------ kpatch's own code
+# kpatch does not patch itself, redirect to itself or call itself as a
+# hook: one of its functions (kpatch_register) given as OLD, as NEW or as
+# a hook is refused, by the command and by its dry run, and the log says
+# so.  kpatch prints the address without leading zeros, as in its other
+# lines about an address.
+kreg=$(sym kpatch_register kpatch) || bail "setup: find kpatch_register"
+kreg_log=$(echo "$kreg" | sed 's/^0*//')
+
+# self_check LINE CMD...: "check CMD" fails with EINVAL and changes
+# nothing; kpatch logs LINE, then the check's answer
+self_check() {
+	_sc_line=$1
+	shift
+	log_mark
+	save_state
+	expect_errno EINVAL check "$@"
+	check_state_unchanged
+	check_log "the log says why, and the check's answer" <<EOF
+kpatch: $_sc_line
+kpatch: check $1 '$2': would fail (-22)
+EOF
+}
+
+# self_real LINE CMD...: CMD fails with EINVAL and changes nothing;
+# kpatch logs LINE
+self_real() {
+	_sr_line=$1
+	shift
+	log_mark
+	expect_refused EINVAL "$@"
+	check_log "the log says why" <<EOF
+kpatch: $_sr_line
+EOF
+}
+
+start_test "OLD is a function of kpatch"
+line="e1: old function $kreg_log (kpatch_register) is in kpatch itself"
+self_check "$line" patch e1 "$kreg" "$b1"
+self_real "$line" patch e1 "$kreg" "$b1"
+
+# The command only once its dry run has refused it: a kpatch that accepts
+# one of its own functions as NEW may never take that patch out again
+# (an update runs kpatch's own code on the stacks it checks, and the one
+# that removes the last redirect into a module can check all of it), and
+# every later call of OLD would go into kpatch_register() without its
+# argument.
+start_test "NEW is a function of kpatch"
+line="e1: new function $kreg_log (kpatch_register) is in kpatch itself"
+self_check "$line" patch e1 "$b" "$kreg"
+if [ "$KP_RESULT" = EINVAL ]; then
+	self_real "$line" patch e1 "$b" "$kreg"
+else
+	not_ok "patch e1 -> EINVAL"
+	diag "not tried: its dry run was accepted"
+fi
+
+start_test "a hook is a function of kpatch"
+line="e1: pre-patch hook $kreg_log (kpatch_register) is in kpatch itself"
+self_check "$line" patch e1 "$b" "$b1" "pre-patch=$kreg"
+self_real "$line" patch e1 "$b" "$b1" "pre-patch=$kreg"
 
 # ------------------------------------------------------------ accepted
 start_test "name of 63 characters"

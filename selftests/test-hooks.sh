@@ -16,6 +16,9 @@
 # - A failing stop hook fails the write with its errno, changes nothing:
 #   the stop hooks that ran before it are undone (undo hooks, reverse
 #   order), then the cancel hooks run.
+# - A pre or stop hook that returns one of the kernel's internal errnos
+#   (512 and up) fails the write with EINTR (the restart codes) or EINVAL
+#   (the others), never with that value; the log line has the value.
 # - A successful patch, stacked patch, replace and unpatch run the hooks
 #   in the documented order (replace: the old patches newest first, then
 #   the new one; pre, stop, post in turn).
@@ -285,6 +288,42 @@ veto "replace: the new patch's stop-patch fails" "stop-patch hC -5" EIO \
 	"stop-unpatch hB" "stop-unpatch hA" "stop-patch hC returns -5" \
 	"undo-unpatch hA" "undo-unpatch hB" \
 	"post-unpatch hC" "post-patch hA" "post-patch hB"
+
+# ------------------------------------------ kernel-internal errnos --
+
+# internal VALUE NAME ERRNO: a pre-patch, a stop-patch and a pre-unpatch
+# hook that return VALUE, a kernel-internal errno (NAME), fail the write
+# with ERRNO: such values must not reach user space (the restart codes
+# become EINTR, the others EINVAL).  kpatch's log line has the value the
+# hook returned.
+internal() {
+	veto "pre-patch returns $1 ($2)" "pre-patch hX $1" "$3" \
+		"patch hX $f $f3 $ALL" \
+		"patch 'hX' refused: pre-patch hook of 'hX' returned $1" \
+		"pre-patch hX returns $1"
+	check_log "kpatch's log line has the hook's value" <<EOF
+kpatch: patch 'hX' refused: pre-patch hook of 'hX' returned $1
+EOF
+	veto "stop-patch returns $1 ($2)" "stop-patch hX $1" "$3" \
+		"patch hX $f $f3 $ALL" \
+		"patch 'hX' refused: stop-patch hook of 'hX' failed [(]$1[)]; rolled back" \
+		"pre-patch hX" "stop-patch hX returns $1" "post-unpatch hX"
+	check_log "kpatch's log line has the hook's value" <<EOF
+kpatch: patch 'hX' refused: stop-patch hook of 'hX' failed ($1); rolled back
+EOF
+	veto "pre-unpatch returns $1 ($2)" "pre-unpatch hB $1" "$3" \
+		"unpatch hB" \
+		"unpatch 'hB' refused: pre-unpatch hook of 'hB' returned $1" \
+		"pre-unpatch hB returns $1"
+	check_log "kpatch's log line has the hook's value" <<EOF
+kpatch: unpatch 'hB' refused: pre-unpatch hook of 'hB' returned $1
+EOF
+}
+
+internal -512 ERESTARTSYS EINTR
+internal -514 ERESTARTNOHAND EINTR
+internal -517 EPROBE_DEFER EINVAL
+internal -524 ENOTSUPP EINVAL
 
 # ------------------------------------------------- replace, unpatch --
 

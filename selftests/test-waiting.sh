@@ -18,6 +18,10 @@
 # EBUSY, and each refusal logs a line.  Once the function is free, the
 # sleeping update succeeds on its next try.
 #
+# When /sys/kernel/kpatch/patches/NAME appears while a patch NAME sleeps
+# (made by a patch module written for the 2014 core), its next try fails
+# with EEXIST and the log line of that refusal.
+#
 # Each of these commands runs in the background and must return within a
 # few seconds.  Should one block (kpatch holding its mutex while it
 # sleeps), the script says so, ends the sleeping update with a signal
@@ -326,4 +330,48 @@ check_eq "w_repl2 patched a" "a=11 b=2" "$(target_values)"
 expect_errno ENOENT unpatch w_unp
 expect_ok unpatch w_repl2
 check_patches "nothing patched"
+check_no_splat
+
+# A patch module written for the 2014 core makes
+# /sys/kernel/kpatch/patches/<its name> itself (kpatch_test_api own_kobj=1,
+# here with no_register=1: it keeps the directory and registers nothing).
+# When that directory appears while a patch of that name waits between
+# tries, the patch's next try is refused as a first try would be: EEXIST,
+# and the log line says why (not ENOMEM, from failing to make the
+# directory).
+start_test "the patch's sysfs directory appears while it sleeps between tries"
+busy_param release 0
+busy_param again 1
+check "precondition: the thread waits in kpatch_test_busy_fn again" \
+	wait_until modparam_is kpatch_test_busy state 1
+busy_pid=$(modparam kpatch_test_busy pid)
+save_state
+check "precondition: patch kpatch_test_api is refused and sleeps until its next try" \
+	sleeper_start "patch kpatch_test_api $fn $fn_new"
+check "insmod kpatch_test_api own_kobj=1 no_register=1 succeeds" \
+	load_mod kpatch_test_api own_kobj=1 no_register=1
+check_sysfs_patches "precondition: the module made patches/kpatch_test_api" \
+	kpatch_test_api
+check "the sleeping patch kpatch_test_api returns within 10 s" sleeper_finish 10
+check_eq "patch kpatch_test_api -> EEXIST" EEXIST "$KP_RESULT"
+check_patches "nothing patched"
+# The tries refused before the directory appeared, then the refusal.
+tries=$(log_since_mark |
+	grep -c "kpatch: patch 'kpatch_test_api' busy (try [0-9]* of $((RETRIES + 1)), ")
+check_log "the log: busy until the directory appeared, then why not" <<EOF
+$(_t=1
+while [ "$_t" -le "$tries" ]; do
+	echo "kpatch: patch 'kpatch_test_api' busy (try $_t of $((RETRIES + 1)), again in $DELAY ms): kpatch_test_busy_fn+0x_/0x_ [kpatch_test_busy] is on the stack of pid $busy_pid (kpatch_busy)"
+	_t=$((_t + 1))
+done)
+kpatch: patch 'kpatch_test_api' refused: /sys/kernel/kpatch/patches/kpatch_test_api already exists; kpatch makes it itself, the patch module must not
+EOF
+check "rmmod kpatch_test_api succeeds" unload_mod kpatch_test_api
+check_sysfs_patches "its directory went with it"
+kpatch_param retries "$retries"
+kpatch_param retry_delay_ms "$delay"
+check_state_unchanged
+busy_param release 1
+check "the thread left kpatch_test_busy_fn" \
+	wait_until modparam_is kpatch_test_busy state 2
 check_no_splat

@@ -28,6 +28,32 @@
  * module name> itself, as the 2014 kpatch patch modules did, then calls
  * kpatch_register(), which must refuse that with -EEXIST.  The init logs
  * "kpatch_register() failed: N", removes its directory again and fails.
+ * With no_register=1 as well, the init makes the directory and keeps it
+ * until the module is removed, without calling kpatch_register(): a
+ * directory of that name that kpatch did not make, for a patch of the
+ * same name that waits between tries.
+ *
+ * With mem=WHERE the init registers a patch of kpatch_test_value_a()
+ * from structures in other memory, and returns what kpatch_register()
+ * returned.  kpatch keeps pointers to them and writes to them while the
+ * patch is enabled, so it must refuse (-EINVAL) a struct kpatch_module or
+ * funcs array that is const (mem=const, mem=const_funcs: read-only from
+ * before the init), __ro_after_init (mem=ro_after_init,
+ * mem=ro_after_init_funcs: read-only once the init has returned) or on
+ * the stack of the init (mem=stack, mem=stack_funcs: gone once it has
+ * returned), and accept both from kmalloc() or vmalloc() (mem=kmalloc,
+ * mem=vmalloc, with kpatch_test_api_value_a() as the new function; the
+ * module frees them at exit).  The init logs which memory it passes.
+ * After a refusal it compares the structures with copies made before the
+ * call and logs "structures intact after failed register (err N)" or
+ * "structures changed ...".  Should kpatch accept a structure it must
+ * refuse, the init says so and unregisters the patch again before it
+ * returns, while the memory is still there and writable: a patch left
+ * enabled on it would make kpatch fault later.  So that this works, the
+ * new function of those patches is kpatch_test_value_b(), in the module
+ * of the old one: with a new function in this module, the unregister
+ * would not pass the stack check, the init being on insmod's stack in
+ * this module's code.
  *
  * kpatch pins this module while the patch is enabled; remove it with
  * "echo unpatch kpatch_test_api > /sys/kernel/debug/kpatch/control",
@@ -44,7 +70,9 @@
 #include <linux/kobject.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/slab.h>
 #include <linux/string.h>
+#include <linux/vmalloc.h>
 
 #include "kpatch.h"
 #include "kpatch_test.h"
@@ -76,6 +104,16 @@ module_param(own_kobj, bool, 0444);
 MODULE_PARM_DESC(own_kobj,
 		 "create /sys/kernel/kpatch/patches/<module name> before kpatch_register(), as 2014 patch modules did (default 0)");
 
+static bool no_register;
+module_param(no_register, bool, 0444);
+MODULE_PARM_DESC(no_register,
+		 "with own_kobj=1: keep the directory until module exit and do not call kpatch_register() (default 0)");
+
+static char *mem = "";
+module_param(mem, charp, 0444);
+MODULE_PARM_DESC(mem,
+		 "register from const, const_funcs, ro_after_init, ro_after_init_funcs, stack, stack_funcs (all refused), kmalloc or vmalloc memory (default: module data)");
+
 static noinline int kpatch_test_api_value_a(void)
 {
 	barrier();
@@ -94,6 +132,16 @@ static struct kpatch_module kpatch_test_api_kpmod = {
 	.mod = THIS_MODULE,
 	.funcs = kpatch_test_api_funcs,
 };
+
+/* The patch kpatch_register() accepted, for the module exit. */
+static struct kpatch_module *kpatch_test_api_registered = &kpatch_test_api_kpmod;
+
+/* no_register=1: the directory the module made, until its exit */
+static struct kobject *kpatch_test_api_kobj;
+
+/* mem=kmalloc, mem=vmalloc: the structures, freed at module exit */
+static struct kpatch_module *kpatch_test_api_heap_kpmod;
+static struct kpatch_func *kpatch_test_api_heap_funcs;
 
 /* The fields that differ between two copies, for the log. */
 struct kpatch_test_api_diff {
@@ -198,6 +246,168 @@ static int kpatch_test_api_check_intact(void)
 	return -EINVAL;
 }
 
+enum kpatch_test_api_mem {
+	KPATCH_TEST_API_CONST,
+	KPATCH_TEST_API_CONST_FUNCS,
+	KPATCH_TEST_API_RO_AFTER_INIT,
+	KPATCH_TEST_API_RO_AFTER_INIT_FUNCS,
+	KPATCH_TEST_API_STACK,
+	KPATCH_TEST_API_STACK_FUNCS,
+	KPATCH_TEST_API_KMALLOC,
+	KPATCH_TEST_API_VMALLOC,
+};
+
+static const char *const kpatch_test_api_mems[] = {
+	[KPATCH_TEST_API_CONST] = "const",
+	[KPATCH_TEST_API_CONST_FUNCS] = "const_funcs",
+	[KPATCH_TEST_API_RO_AFTER_INIT] = "ro_after_init",
+	[KPATCH_TEST_API_RO_AFTER_INIT_FUNCS] = "ro_after_init_funcs",
+	[KPATCH_TEST_API_STACK] = "stack",
+	[KPATCH_TEST_API_STACK_FUNCS] = "stack_funcs",
+	[KPATCH_TEST_API_KMALLOC] = "kmalloc",
+	[KPATCH_TEST_API_VMALLOC] = "vmalloc",
+};
+
+/*
+ * mem=const and mem=const_funcs: structures a patch module declared
+ * const, as nothing in them seems to change.  The const struct points
+ * to the module's ordinary funcs array, which the init fills in.
+ */
+static const struct kpatch_module kpatch_test_api_const_kpmod = {
+	.mod = THIS_MODULE,
+	.funcs = kpatch_test_api_funcs,
+	.num_funcs = 1,
+};
+
+static const struct kpatch_func kpatch_test_api_const_funcs[] = {
+	{
+		.old_addr = (unsigned long)kpatch_test_value_a,
+		.new_addr = (unsigned long)kpatch_test_value_b,
+	},
+};
+
+/* mem=ro_after_init and mem=ro_after_init_funcs: filled in by the init */
+static struct kpatch_module kpatch_test_api_roai_kpmod __ro_after_init;
+static struct kpatch_func kpatch_test_api_roai_funcs[1] __ro_after_init;
+
+/*
+ * mem=...: register a patch of kpatch_test_value_a() from the structures
+ * that WHERE names, and return what kpatch_register() returned; see the top of the
+ * file.  The stack structures are this function's, on the stack of the
+ * module's init.
+ */
+static int __init kpatch_test_api_mem(void)
+{
+	static struct kpatch_func funcs_before[1];
+	static struct kpatch_module kpmod_before;
+	struct kpatch_module *kpmod = &kpatch_test_api_kpmod;
+	struct kpatch_func *funcs = kpatch_test_api_funcs;
+	struct kpatch_module stack_kpmod = {};
+	struct kpatch_func stack_funcs[1] = {};
+	bool refuse = true;
+	int where, ret;
+
+	where = match_string(kpatch_test_api_mems,
+			     ARRAY_SIZE(kpatch_test_api_mems), mem);
+	switch (where) {
+	case KPATCH_TEST_API_CONST:
+		kpmod = (struct kpatch_module *)&kpatch_test_api_const_kpmod;
+		pr_info("mem=%s: a const struct kpatch_module\n", mem);
+		break;
+	case KPATCH_TEST_API_CONST_FUNCS:
+		funcs = (struct kpatch_func *)kpatch_test_api_const_funcs;
+		pr_info("mem=%s: a const funcs array\n", mem);
+		break;
+	case KPATCH_TEST_API_RO_AFTER_INIT:
+		kpmod = &kpatch_test_api_roai_kpmod;
+		pr_info("mem=%s: a struct kpatch_module in __ro_after_init\n",
+			mem);
+		break;
+	case KPATCH_TEST_API_RO_AFTER_INIT_FUNCS:
+		funcs = kpatch_test_api_roai_funcs;
+		pr_info("mem=%s: a funcs array in __ro_after_init\n", mem);
+		break;
+	case KPATCH_TEST_API_STACK:
+		kpmod = &stack_kpmod;
+		pr_info("mem=%s: a struct kpatch_module on the init's stack\n",
+			mem);
+		break;
+	case KPATCH_TEST_API_STACK_FUNCS:
+		funcs = stack_funcs;
+		pr_info("mem=%s: a funcs array on the init's stack\n", mem);
+		break;
+	case KPATCH_TEST_API_KMALLOC:
+		kpmod = kzalloc(sizeof(*kpmod), GFP_KERNEL);
+		funcs = kcalloc(1, sizeof(*funcs), GFP_KERNEL);
+		refuse = false;
+		pr_info("mem=%s: struct kpatch_module and funcs array from kmalloc()\n",
+			mem);
+		break;
+	case KPATCH_TEST_API_VMALLOC:
+		kpmod = vzalloc(sizeof(*kpmod));
+		funcs = vzalloc(sizeof(*funcs));
+		refuse = false;
+		pr_info("mem=%s: struct kpatch_module and funcs array from vmalloc()\n",
+			mem);
+		break;
+	default:
+		pr_err("mem=%s: must be const, const_funcs, ro_after_init, ro_after_init_funcs, stack, stack_funcs, kmalloc or vmalloc\n",
+		       mem);
+		return -EINVAL;
+	}
+	if (!refuse && (!kpmod || !funcs)) {
+		kvfree(kpmod);
+		kvfree(funcs);
+		return -ENOMEM;
+	}
+
+	/* Fill in what is writable now; the const structures are filled. */
+	kpatch_test_api_funcs[0].old_addr = (unsigned long)kpatch_test_value_a;
+	kpatch_test_api_funcs[0].new_addr = refuse ?
+		(unsigned long)kpatch_test_value_b :
+		(unsigned long)kpatch_test_api_value_a;
+	if (where != KPATCH_TEST_API_CONST_FUNCS)
+		funcs[0] = kpatch_test_api_funcs[0];
+	if (where != KPATCH_TEST_API_CONST) {
+		kpmod->mod = THIS_MODULE;
+		kpmod->funcs = funcs;
+		kpmod->num_funcs = 1;
+	}
+
+	memcpy(&kpmod_before, kpmod, sizeof(kpmod_before));
+	memcpy(funcs_before, kpmod->funcs, sizeof(funcs_before));
+	ret = kpatch_register(kpmod, false);
+	if (!refuse) {
+		if (ret) {
+			pr_info("kpatch_register() failed: %d\n", ret);
+			kvfree(kpmod);
+			kvfree(funcs);
+			return ret;
+		}
+		kpatch_test_api_registered = kpmod;
+		kpatch_test_api_heap_kpmod = kpmod;
+		kpatch_test_api_heap_funcs = funcs;
+		return 0;
+	}
+	if (!ret) {
+		/* Before the structures go away or become read-only. */
+		pr_err("mem=%s: kpatch_register() accepted it; unregistering it before the init returns\n",
+		       mem);
+		ret = kpatch_unregister(kpmod);
+		if (ret)
+			pr_err("kpatch_unregister() failed: %d\n", ret);
+		return 0;
+	}
+	if (!memcmp(&kpmod_before, kpmod, sizeof(kpmod_before)) &&
+	    !memcmp(funcs_before, kpmod->funcs, sizeof(funcs_before)))
+		pr_info("structures intact after failed register (err %d)\n",
+			ret);
+	else
+		pr_err("structures changed after failed register (err %d)\n",
+		       ret);
+	return ret;
+}
+
 static int __init kpatch_test_api_init(void)
 {
 	struct kpatch_func *f = kpatch_test_api_funcs;
@@ -206,6 +416,8 @@ static int __init kpatch_test_api_init(void)
 
 	if (check_intact)
 		return kpatch_test_api_check_intact();
+	if (*mem)
+		return kpatch_test_api_mem();
 
 	if (strcmp(which, "a") && strcmp(which, "b") && strcmp(which, "ab")) {
 		pr_err("which=%s: must be a, b or ab\n", which);
@@ -231,6 +443,11 @@ static int __init kpatch_test_api_init(void)
 			return -ENOMEM;
 		pr_info("own_kobj=1: made its own directory patches/%s\n",
 			THIS_MODULE->name);
+		if (no_register) {
+			pr_info("no_register=1: keeps it until it is removed\n");
+			kpatch_test_api_kobj = kobj;
+			return 0;
+		}
 	}
 
 	ret = kpatch_register(&kpatch_test_api_kpmod, replace);
@@ -257,12 +474,17 @@ static void __exit kpatch_test_api_exit(void)
 {
 	int ret;
 
-	if (!kpatch_test_api_kpmod.enabled)
-		return;
-
-	ret = kpatch_unregister(&kpatch_test_api_kpmod);
-	if (ret)
-		pr_err("kpatch_unregister() failed: %d\n", ret);
+	kobject_put(kpatch_test_api_kobj);
+	if (kpatch_test_api_registered->enabled) {
+		ret = kpatch_unregister(kpatch_test_api_registered);
+		if (ret) {
+			/* kpatch still points to them: keep them */
+			pr_err("kpatch_unregister() failed: %d\n", ret);
+			return;
+		}
+	}
+	kvfree(kpatch_test_api_heap_funcs);
+	kvfree(kpatch_test_api_heap_kpmod);
 }
 
 module_init(kpatch_test_api_init);

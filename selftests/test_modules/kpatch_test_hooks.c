@@ -49,7 +49,10 @@
  * replacement, sleeps the same way.  Reading "sleepers" gives the number
  * of them inside either function, "sleeper_pids" their pids (of the last
  * batch started), "sleep_calls" "old=<n> new=<n>".  Writing "sleepers"
- * clears "release".  The threads stay until module exit.
+ * clears "release".  The threads stay until module exit.  With
+ * "sleeper_comm" set, every thread of the next batches is named that
+ * instead, byte for byte: a comm with a newline, say, as any task may
+ * give itself (prctl(PR_SET_NAME)); a newline alone restores the default.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -327,6 +330,14 @@ static const struct kernel_param_ops kpatch_test_hooks_release_ops = {
 module_param_cb(release, &kpatch_test_hooks_release_ops, &release, 0644);
 MODULE_PARM_DESC(release, "1 lets the sleepers leave the sleep functions");
 
+/*
+ * Read only by the "sleepers" setter: a module's parameters are set under
+ * one lock, so it never sees a value being replaced.
+ */
+static char *sleeper_comm = "";
+module_param(sleeper_comm, charp, 0644);
+MODULE_PARM_DESC(sleeper_comm, "the comm of the sleepers started next (default, or a newline: \"kp sleeper <i>\")");
+
 static atomic_t kpatch_test_hooks_sleeping = ATOMIC_INIT(0);
 static atomic_t kpatch_test_hooks_old_calls = ATOMIC_INIT(0);
 static atomic_t kpatch_test_hooks_new_calls = ATOMIC_INIT(0);
@@ -388,8 +399,12 @@ static int kpatch_test_hooks_sleepers_set(const char *val,
 	kpatch_test_hooks_batch_start = kpatch_test_hooks_nthreads;
 	kpatch_test_hooks_batch_n = 0;
 	for (i = 0; i < n; i++) {
-		t = kthread_run(kpatch_test_hooks_sleeper, NULL,
-				"kp sleeper %u", i);
+		if (sysfs_streq(sleeper_comm, ""))
+			t = kthread_run(kpatch_test_hooks_sleeper, NULL,
+					"kp sleeper %u", i);
+		else
+			t = kthread_run(kpatch_test_hooks_sleeper, NULL, "%s",
+					sleeper_comm);
 		if (IS_ERR(t)) {
 			ret = PTR_ERR(t);
 			goto out;

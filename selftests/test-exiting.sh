@@ -16,6 +16,17 @@
 # exiting task, and refuses the next patch and its dry run with ENOMEM,
 # saying why, and changes nothing.
 #
+# Then a task that began to exit before kpatch.ko was loaded, and so
+# passed the sched_process_exit tracepoint before kpatch's probe was
+# there: with kpatch.ko not loaded, a shell exits with
+# /dev/kpatch_test_exit open, and its last close sleeps in the device's
+# release, in exit_task_work(), before exit_notify().  kpatch.ko is loaded
+# and proc_exit_connector() patched; the task is let go, leaves the task
+# list (its parent reaps it) and sleeps in kpatch_test_exit_connector().
+# `check unpatch` must list it, and the unpatch fail with EBUSY, name it
+# in the log and change nothing; once it has left, the unpatch goes
+# through and the modules unload.
+#
 # On kernels whose RCU Tasks waits for exiting tasks (6.1), an unpatch
 # that wrongly goes ahead blocks in ftrace until the thread is released,
 # so the test runs it in the background and releases the thread if it
@@ -29,6 +40,7 @@ KP_RETRIES=/sys/module/kpatch/parameters/retries
 churn=
 writer=
 retries=
+closer=
 
 setup_modules kpatch kpatch_test_exit
 old=$(sym proc_exit_connector vmlinux) || bail "setup: find proc_exit_connector"
@@ -139,6 +151,14 @@ exiting_cleanup() {
 	[ -z "$failslab_saved" ] || failslab_restore
 	[ -z "$parent" ] || { kill "$parent"; wait "$parent"; } 2>/dev/null
 	churn_stop >/dev/null
+	if modparam_is kpatch_test_exit closing 1; then
+		echo 1 >"$EXIT_PARAMS/close_go"
+		wait_until modparam_is kpatch_test_exit closing 2 >/dev/null
+	fi
+	if [ -n "$closer" ]; then
+		echo 1 >"$EXIT_PARAMS/release"
+		wait "$closer" 2>/dev/null
+	fi
 	if modparam_is kpatch_test_exit state 1; then
 		echo 1 >"$EXIT_PARAMS/release"
 		wait_until modparam_is kpatch_test_exit state 2 >/dev/null
@@ -147,6 +167,42 @@ exiting_cleanup() {
 	[ -z "$retries" ] || echo "$retries" >"$KP_RETRIES" 2>/dev/null || :
 }
 KP_CLEANUP_HOOK=exiting_cleanup
+
+# unpatch_trapped NAME WHO: with retries=0, unpatch NAME in the
+# background while WHO sleeps in kpatch_test_exit_connector(): it must
+# return at once (WHO is let go if it does not, see the top), fail with
+# EBUSY and change nothing.  KP_RESULT is what it returned.
+unpatch_trapped() {
+	retries=$(cat "$KP_RETRIES")
+	kpatch_param retries 0
+	save_state
+	log_mark
+	diag "% echo \"unpatch $1\" > $KP_CONTROL &"
+	rm -f "$KP_TMP/writer.done"
+	{
+		"$KPCTL" "$KP_CONTROL" "unpatch $1" >"$KP_TMP/writer.out" 2>&1
+		: >"$KP_TMP/writer.done"
+	} &
+	writer=$!
+	tries=$KP_WAIT_TRIES
+	KP_WAIT_TRIES=200
+	if ! check "unpatch $1 returns while $2 sleeps" wait_until writer_done; then
+		diag "the writer is stuck (on 6.1 RCU Tasks waits for the exiting" \
+			"task once the unpatch goes ahead); its stack:"
+		for p in $(pidof "$(basename "$KPCTL")"); do
+			diag "$(cat "/proc/$p/stack" 2>&1)"
+		done
+		diag "releasing $2"
+		exit_param release 1
+	fi
+	KP_WAIT_TRIES=$tries
+	wait "$writer"
+	writer=
+	KP_RESULT=$(cat "$KP_TMP/writer.out")
+	diag "$KP_RESULT"
+	check_eq "unpatch $1 -> EBUSY" EBUSY "$KP_RESULT"
+	check_state_unchanged
+}
 
 start_test "patch and unpatch while processes exit"
 log_mark
@@ -175,35 +231,7 @@ wait_until modparam_is kpatch_test_exit state 1 ||
 ok "the trap thread (pid $pid) sleeps in kpatch_test_exit_connector"
 check "the thread has left the task list: /proc/$pid is gone" test ! -e "/proc/$pid"
 
-retries=$(cat "$KP_RETRIES")
-kpatch_param retries 0
-save_state
-log_mark
-diag "% echo \"unpatch exit1\" > $KP_CONTROL &"
-rm -f "$KP_TMP/writer.done"
-{
-	"$KPCTL" "$KP_CONTROL" "unpatch exit1" >"$KP_TMP/writer.out" 2>&1
-	: >"$KP_TMP/writer.done"
-} &
-writer=$!
-tries=$KP_WAIT_TRIES
-KP_WAIT_TRIES=200
-if ! check "unpatch exit1 returns while the thread sleeps" wait_until writer_done; then
-	diag "the writer is stuck (on 6.1 RCU Tasks waits for the exiting" \
-		"thread once the unpatch goes ahead); its stack:"
-	for p in $(pidof "$(basename "$KPCTL")"); do
-		diag "$(cat "/proc/$p/stack" 2>&1)"
-	done
-	diag "releasing the thread"
-	exit_param release 1
-fi
-KP_WAIT_TRIES=$tries
-wait "$writer"
-writer=
-KP_RESULT=$(cat "$KP_TMP/writer.out")
-diag "$KP_RESULT"
-check_eq "unpatch exit1 -> EBUSY" EBUSY "$KP_RESULT"
-check_state_unchanged
+unpatch_trapped exit1 "the thread"
 msgs=$(log_since_mark)
 diag "kernel log:" "$msgs"
 check_grep "kernel log names the function, the pid and the comm" \
@@ -277,3 +305,93 @@ else
 	parent=
 	check_no_splat
 fi
+
+start_test "a task that began to exit before kpatch.ko was loaded"
+unpatch_all || bail "setup: unpatch everything"
+unload_kpatch || bail "setup: rmmod kpatch"
+mod_loaded kpatch_test_exit || load_mod kpatch_test_exit ||
+	bail "setup: load kpatch_test_exit"
+exit_param close_go 0
+diag "% sh -c 'exec 3</dev/kpatch_test_exit; exit 0' &"
+sh -c 'exec 3</dev/kpatch_test_exit; exit 0' &
+closer=$!
+wait_until modparam_is kpatch_test_exit closing 1 ||
+	bail "setup: the exiting shell sleeps in the release of /dev/kpatch_test_exit"
+check_eq "pid $closer sleeps in the device's release" "$closer" \
+	"$(modparam kpatch_test_exit pid)"
+# /proc/PID/stat, field 9: the task's flags; PF_EXITING is 0x4
+flags=$(awk '{ print $9 }' "/proc/$closer/stat" 2>/dev/null)
+case $flags in
+"" | *[!0-9]*) flags=0 ;;
+esac
+check "precondition: pid $closer is exiting (PF_EXITING), on the task list" \
+	test $((flags & 4)) -ne 0
+load_kpatch || bail "setup: load kpatch.ko"
+old=$(sym proc_exit_connector vmlinux) || bail "setup: find proc_exit_connector"
+new=$(sym kpatch_test_exit_connector kpatch_test_exit) ||
+	bail "setup: find kpatch_test_exit_connector"
+log_mark
+expect_ok patch pre1 "$old" "$new" || bail "setup: patch proc_exit_connector"
+exit_param close_go 1
+check "pid $closer leaves the device's release" \
+	wait_until modparam_is kpatch_test_exit closing 2
+diag "% wait $closer"
+wait "$closer"
+closer_pid=$closer
+closer=
+check "pid $closer_pid sleeps in kpatch_test_exit_connector" \
+	wait_until modparam_is kpatch_test_exit state 1
+check "it has left the task list: /proc/$closer_pid is gone" \
+	test ! -e "/proc/$closer_pid"
+
+# The task wakes every 50 ms to poll, and a dry run walks only the tasks
+# it can keep still (Documentation.txt): a check that comes while the
+# task is awake does not list it.  So check again, up to 20 times, until
+# a check lists it, and assert on that check.
+blocker="^$closer_pid kpatch_test_exit:kpatch_test_exit_connector[+]0x[0-9a-f]*/0x[0-9a-f]* sh\$"
+try=0
+while :; do
+	try=$((try + 1))
+	kp check unpatch pre1 || :
+	if grep -q "$blocker" "$KP_DEBUGFS/check" || [ "$try" -ge 20 ]; then
+		break
+	fi
+	diag "the task was awake during check $try, or is not listed; again"
+done
+check_eq "check unpatch pre1 -> EBUSY" EBUSY "$KP_RESULT"
+check_eq "the check file lists pid $closer_pid in kpatch_test_exit_connector" \
+	"unpatch pre1 -16,1" \
+	"$(head -n 1 "$KP_DEBUGFS/check"),$(grep -c "$blocker" "$KP_DEBUGFS/check")"
+unpatch_trapped pre1 "the task"
+msgs=$(log_since_mark)
+diag "kernel log:" "$msgs"
+check_grep "kernel log names the function, the pid and the comm" \
+	"unpatch 'pre1' refused.*kpatch_test_exit_connector[+].*pid $closer_pid \\(sh\\)" \
+	"$msgs"
+check_eq "the task still sleeps in kpatch_test_exit_connector" 1 \
+	"$(modparam kpatch_test_exit state)"
+if grep -q '^pre1 ' "$KP_PATCHES"; then
+	check_not "rmmod kpatch_test_exit refused" unload_mod kpatch_test_exit
+else
+	diag "pre1 is gone: no rmmod of kpatch_test_exit while the task is in it"
+fi
+kpatch_param retries "$retries"
+retries=
+
+if mod_loaded kpatch_test_exit; then
+	exit_param release 1
+	check "the task leaves kpatch_test_exit_connector" \
+		wait_until modparam_is kpatch_test_exit state 2
+	check "the task is dead" wait_until modparam_is kpatch_test_exit dead 1
+	if grep -q '^pre1 ' "$KP_PATCHES"; then
+		expect_ok unpatch pre1
+	else
+		diag "pre1 is unpatched already"
+	fi
+	check_patches "nothing patched"
+	check "rmmod kpatch_test_exit succeeds" unload_mod kpatch_test_exit
+	check "rmmod kpatch succeeds" unload_kpatch
+else
+	skip "release the task, unpatch, rmmod: kpatch_test_exit is gone already"
+fi
+check_no_splat

@@ -34,14 +34,42 @@
 #   __initdata.
 # - On a kernel with Indirect Branch Tracking, a hook without ENDBR is
 #   refused (an indirect call of it would fault).
+# - A pre-patch hook that takes its time holds kpatch's mutex, but not
+#   the module loader: while it waits, the rmmod of a module kpatch does
+#   not pin and the insmod of a module whose init fails (kpatch_test_coming
+#   go=2) both return; then the hook goes on and the patch applies.
+#   Optional, with KPATCH_TEST_DEADLOCK=1 only (it hangs the guest where
+#   kpatch's GOING notifier waits for kpatch's mutex): such a hook
+#   registers a module notifier while an unrelated rmmod is in its GOING
+#   notification (kpatch_test_notify lingers there); the rmmod, the hook
+#   and the patch all finish.
 #
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
 
 HP=/sys/module/kpatch_test_hooks/parameters
+NP=/sys/module/kpatch_test_notify/parameters
 HOOKS="pre-patch stop-patch undo-patch post-patch pre-unpatch stop-unpatch undo-unpatch post-unpatch"
 
 setup_modules kpatch kpatch_test_target kpatch_test_new kpatch_test_hooks
+
+held_pid=
+held_name=
+loader_pid=
+loader_rc=
+
+# hooks_cleanup: let a held hook go and wait for what waited on it
+hooks_cleanup() {
+	if [ -n "$held_pid" ]; then
+		echo 0 >"$NP/linger" 2>/dev/null
+		echo 1 >"$HP/proceed"
+		wait "$held_pid"
+	fi
+	[ -z "$loader_pid" ] || wait "$loader_pid"
+	echo none >"$HP/hold" 2>/dev/null
+	echo 0 >"$HP/notify" 2>/dev/null
+}
+KP_CLEANUP_HOOK=hooks_cleanup
 
 # hsym NAME: address of kpatch_test_hooks_NAME, from the list of
 # kpatch_test_hooks's symbols hook_syms makes (one pass over kallsyms
@@ -539,3 +567,171 @@ check_hooks "hook calls" "pre-unpatch kpatch_test_hooks" \
 check_context
 check "rmmod kpatch_test_hooks succeeds" unload_mod kpatch_test_hooks
 check_no_splat
+
+# ------------------------------------------- a hook that takes its time --
+
+# hooks_param NAME VALUE: write a kpatch_test_hooks parameter
+hooks_param() {
+	diag "% echo '$2' > $HP/$1"
+	echo "$2" >"$HP/$1"
+}
+
+# HOLD_SECS: how long a command may take while a hook waits
+HOLD_SECS=10
+
+# held_start NAME: write "patch NAME f f1 pre-patch=..." in the
+# background, with that pre-patch hook held; fails unless the hook then
+# waits
+held_start() {
+	held_name=$1
+	hooks_param hold "pre-patch $held_name"
+	rm -f "$KP_TMP/held.out"
+	diag "% echo \"patch $held_name $f $f1 pre-patch=$h_pre_patch\" > $KP_CONTROL &"
+	"$KPCTL" "$KP_CONTROL" "patch $held_name $f $f1 pre-patch=$h_pre_patch" \
+		>"$KP_TMP/held.out" 2>&1 &
+	held_pid=$!
+	wait_until modparam_is kpatch_test_hooks waiting 1
+}
+
+# held_alive: does the held hook still wait, its writer with it?
+held_alive() {
+	[ -n "$held_pid" ] && [ ! -s "$KP_TMP/held.out" ] &&
+		modparam_is kpatch_test_hooks waiting 1
+}
+
+# held_finish: let the held hook go and wait for its writer; the result
+# (OK or the errno name) is then in KP_RESULT
+held_finish() {
+	[ -n "$held_pid" ] || return 0
+	hooks_param proceed 1
+	wait "$held_pid"
+	held_pid=
+	KP_RESULT=$(cat "$KP_TMP/held.out")
+	diag "\"patch $held_name\": $KP_RESULT"
+	hooks_param hold none
+}
+
+# loader_done: has the background command of loader_probe returned?
+loader_done() {
+	[ -s "$KP_TMP/loader.rc" ]
+}
+
+# loader_probe DESC CMD...: while patch hL's pre-patch hook waits, run
+# CMD in the background; ok if it returns within HOLD_SECS seconds, and
+# if the hook still waits then.  If CMD is still blocked, the hook is let
+# go (and patch hL removed again) so that CMD can finish.  CMD's exit
+# status is then in loader_rc, its output in KP_OUT.
+loader_probe() {
+	_lp_desc=$1
+	shift
+	if ! held_alive; then
+		held_start hL || bail "setup: patch hL waits in its pre-patch hook"
+	fi
+	kallsyms_changed
+	rm -f "$KP_TMP/loader.rc" "$KP_TMP/loader.out"
+	diag "% $* &"
+	{
+		"$@" >"$KP_TMP/loader.out" 2>&1
+		echo $? >"$KP_TMP/loader.rc"
+	} &
+	loader_pid=$!
+	_lp_i=0
+	while ! loader_done && [ "$_lp_i" -lt $((HOLD_SECS * 10)) ]; do
+		_lp_i=$((_lp_i + 1))
+		nap
+	done
+	if loader_done; then
+		_lp_waiting=$(modparam kpatch_test_hooks waiting)
+		ok "$_lp_desc returns while the hook waits"
+		check_eq "the hook still waits when it has returned" 1 "$_lp_waiting"
+	else
+		not_ok "$_lp_desc returns while the hook waits"
+		diag "still blocked after $HOLD_SECS s, while the pre-patch hook of" \
+			"hL waits; letting the hook go"
+		held_finish
+		wait_until loader_done
+		[ "$KP_RESULT" != OK ] || kp unpatch hL >/dev/null
+	fi
+	wait "$loader_pid"
+	loader_pid=
+	loader_rc=$(cat "$KP_TMP/loader.rc" 2>/dev/null || echo "?")
+	KP_OUT=$(cat "$KP_TMP/loader.out" 2>/dev/null)
+	diag "exit $loader_rc${KP_OUT:+: $KP_OUT}"
+	kallsyms_changed
+}
+
+start_test "while a pre-patch hook waits, the module loader goes on"
+load_mod kpatch_test_hooks || bail "setup: load kpatch_test_hooks"
+hook_syms
+load_mod kpatch_test_coming go=1 || bail "setup: load kpatch_test_coming go=1"
+log_mark
+check "precondition: patch hL waits in its pre-patch hook" held_start hL
+loader_probe "rmmod kpatch_test_coming (a module kpatch does not pin)" \
+	rmmod kpatch_test_coming
+check_eq "rmmod kpatch_test_coming exits 0" 0 "$loader_rc"
+check_not "kpatch_test_coming is gone" mod_loaded kpatch_test_coming
+loader_probe "insmod kpatch_test_coming go=2 (its init fails)" \
+	insmod "$KPATCH_MODDIR/kpatch_test_coming.ko" go=2
+check "insmod kpatch_test_coming go=2 fails" test "$loader_rc" != 0
+check_not "kpatch_test_coming is not loaded" mod_loaded kpatch_test_coming
+if ! held_alive; then
+	held_start hL || bail "setup: patch hL waits in its pre-patch hook again"
+fi
+held_finish
+check_eq "let go: patch hL -> OK" OK "$KP_RESULT"
+check_eq "hL in effect" 101 "$(value)"
+check_patches "hL listed" "$(fline hL 1 "$f1" active)" "$(hline hL pre-patch)"
+expect_ok unpatch hL
+check_context
+check_no_splat
+
+start_test "a held hook registers a module notifier during an unrelated rmmod"
+if [ "${KPATCH_TEST_DEADLOCK:-0}" != 1 ]; then
+	skip "runs with KPATCH_TEST_DEADLOCK=1 only: where kpatch's GOING notifier waits for kpatch's mutex, the rmmod, the hook and kpatch deadlock, and the guest hangs"
+else
+	diag "KPATCH_TEST_DEADLOCK=1: this hangs the guest where kpatch's GOING" \
+		"notifier waits for kpatch's mutex"
+	load_mod kpatch_test_coming go=1 || bail "setup: load kpatch_test_coming go=1"
+	load_mod kpatch_test_notify watch=kpatch_test_coming linger=1 ||
+		bail "setup: load kpatch_test_notify"
+	hooks_param notify 1
+	log_mark
+	check "precondition: patch hN waits in its pre-patch hook" held_start hN
+	rm -f "$KP_TMP/loader.rc"
+	diag "% rmmod kpatch_test_coming &"
+	{
+		rmmod kpatch_test_coming >"$KP_TMP/loader.out" 2>&1
+		echo $? >"$KP_TMP/loader.rc"
+	} &
+	loader_pid=$!
+	tries=$KP_WAIT_TRIES
+	KP_WAIT_TRIES=$((HOLD_SECS * 10))
+	check "rmmod kpatch_test_coming reaches kpatch_test_notify's GOING notifier" \
+		wait_until modparam_is kpatch_test_notify lingering 1
+	hooks_param proceed 1
+	check "the hook calls register_module_notifier()" \
+		wait_until modparam_is kpatch_test_hooks waiting 2
+	sleep 1
+	check "register_module_notifier() waits for the GOING notification" \
+		modparam_is kpatch_test_hooks waiting 2
+	diag "% echo 0 > $NP/linger"
+	echo 0 >"$NP/linger"
+	check "rmmod kpatch_test_coming returns" wait_until loader_done
+	check "the writer of patch hN returns" wait_until test -s "$KP_TMP/held.out"
+	KP_WAIT_TRIES=$tries
+	wait "$loader_pid"
+	loader_pid=
+	check_eq "rmmod kpatch_test_coming exits 0" 0 "$(cat "$KP_TMP/loader.rc")"
+	wait "$held_pid"
+	held_pid=
+	check_eq "patch hN -> OK" OK "$(cat "$KP_TMP/held.out")"
+	check_grep "the hook's register_module_notifier() returned 0" \
+		"kpatch_test_hooks: hold: pre-patch hN: register_module_notifier[(][)] returned 0" \
+		"$(log_since_mark)"
+	hooks_param hold none
+	hooks_param notify 0
+	expect_ok unpatch hN
+	check "rmmod kpatch_test_notify" unload_mod kpatch_test_notify
+	check_context
+	check_no_splat
+fi

@@ -18,6 +18,15 @@
 # kpatch_test_value_a() any more, so that case comes last and the cleanup
 # leaves the patch alone.
 #
+# kpatch's GOING notifier runs before every other one: it takes the patch
+# of such a module out before any other notifier (srcu, jump labels,
+# tracepoints, ...) tears the module down.  kpatch_test_notify's
+# notifier, of the default priority 0, calls kpatch_test_value_a() in
+# each GOING notification of kpatch_test_api, and must see it return 1,
+# whether it was registered after kpatch's or before it (kpatch.ko loaded
+# after kpatch_test_notify: among notifiers of one priority the first
+# registered runs first).
+#
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
 
@@ -182,3 +191,42 @@ expect_ok unpatch kpatch_test_api
 check_eq "original values" "a=1 b=2" "$(target_values)"
 check "rmmod kpatch_test_api succeeds" unload_mod kpatch_test_api
 check_no_splat
+
+# going_first: insmod kpatch_test_api fail_init=1 while kpatch_test_notify
+# watches it: in every GOING notification of the module, its notifier
+# must see kpatch_test_value_a() return 1, the patch out already
+going_first() {
+	log_mark
+	check_eq "precondition: original values" "a=1 b=2" "$(target_values)"
+	check_not "insmod kpatch_test_api fail_init=1 fails" \
+		load_mod kpatch_test_api fail_init=1
+	check_not "kpatch_test_api is not loaded" mod_loaded kpatch_test_api
+	msgs=$(log_since_mark)
+	diag "kernel log:" "$msgs"
+	check_grep "kpatch_register() had enabled the patch" \
+		"patch 'kpatch_test_api' enabled" "$msgs"
+	seen=$(modparam kpatch_test_notify seen)
+	check "the notifier ran in kpatch_test_api's GOING notification" \
+		test -n "$seen"
+	# one 1 for each notification it saw
+	want=$(printf '%s\n' "$seen" |
+		awk '{ for (i = 1; i <= NF; i++) printf "%s1", (i > 1 ? " " : ""); print "" }')
+	check_eq "the notifier saw kpatch_test_value_a() return 1 (the patch out), not 31" \
+		"$want" "$seen"
+	check_patches "nothing patched"
+	check_eq "kpatch_test_value_a returns its old value" "a=1 b=2" "$(target_values)"
+	check_no_splat
+}
+
+start_test "kpatch's GOING notifier runs before one registered after it"
+load_mod kpatch_test_notify watch=kpatch_test_api ||
+	bail "setup: load kpatch_test_notify watch=kpatch_test_api"
+going_first
+
+start_test "kpatch's GOING notifier runs before one registered before it"
+unload_mod kpatch_test_notify || bail "setup: rmmod kpatch_test_notify"
+unload_kpatch || bail "setup: rmmod kpatch"
+load_mod kpatch_test_notify watch=kpatch_test_api ||
+	bail "setup: load kpatch_test_notify watch=kpatch_test_api"
+load_kpatch || bail "setup: load kpatch.ko after kpatch_test_notify"
+going_first

@@ -21,6 +21,15 @@
 # When /sys/kernel/kpatch/patches/NAME appears while a patch NAME sleeps
 # (made by a patch module written for the 2014 core), its next try fails
 # with EEXIST and the log line of that refusal.
+# While an update waits to try again, the modules its addresses lie in
+# stay pinned: the rmmod of the module of its new function
+# (kpatch_test_going), of a hook (kpatch_test_hooks) and of its old
+# function (kpatch_test_busy) fails with EAGAIN, and the update still
+# sleeps; once it has ended, successful (the thread let go) or not (the
+# writer killed), the rmmod succeeds.  Should such an rmmod succeed while
+# the update waits, the script ends the update at once, before it loads
+# anything again: a module loaded where the removed one was would have
+# its function patched by the update's next try.
 #
 # Each of these commands runs in the background and must return within a
 # few seconds.  Should one block (kpatch holding its mutex while it
@@ -374,4 +383,95 @@ check_state_unchanged
 busy_param release 1
 check "the thread left kpatch_test_busy_fn" \
 	wait_until modparam_is kpatch_test_busy state 2
+# busy_again: put the thread back into kpatch_test_busy_fn()
+busy_again() {
+	busy_param release 0
+	busy_param again 1
+	wait_until modparam_is kpatch_test_busy state 1
+}
+
+# pin_check MOD [PARAM...]: while the update sleeps between tries, rmmod
+# MOD must fail with EAGAIN and leave MOD and the update as they were.
+# Should the rmmod succeed, the update is ended at once, before MOD is
+# loaded again (with PARAM...); pin_check then fails.
+pin_check() {
+	_pc_mod=$1
+	shift
+	if ! sleeper_alive; then
+		not_ok "precondition: the update sleeps between tries"
+		return 1
+	fi
+	if unload_mod "$_pc_mod"; then
+		not_ok "rmmod $_pc_mod refused while the update waits"
+		diag "rmmod succeeded: ending the waiting update before loading" \
+			"$_pc_mod again"
+		sleeper_stop
+		kpatch_param retries "$RETRIES"
+		load_mod "$_pc_mod" "$@" || bail "setup: load $_pc_mod again"
+		return 1
+	fi
+	ok "rmmod $_pc_mod refused while the update waits"
+	check_grep "rmmod fails with EAGAIN" "Resource temporarily unavailable" "$KP_OUT"
+	check "$_pc_mod is still loaded" mod_loaded "$_pc_mod"
+	check "the update still sleeps" sleeper_alive
+}
+
+start_test "a waiting update keeps the module of its new function"
+load_mod kpatch_test_going exit_delay_ms=0 || bail "setup: load kpatch_test_going"
+load_mod kpatch_test_hooks || bail "setup: load kpatch_test_hooks"
+going_new=$(sym kpatch_test_going_fn_new kpatch_test_going) ||
+	bail "setup: find kpatch_test_going_fn_new"
+h_post=$(sym kpatch_test_hooks_post_patch kpatch_test_hooks) ||
+	bail "setup: find kpatch_test_hooks_post_patch"
+busy_again || bail "setup: the thread waits in kpatch_test_busy_fn again"
+check "precondition: patch w_pin is refused and sleeps until its next try" \
+	sleeper_start "patch w_pin $fn $going_new"
+if pin_check kpatch_test_going exit_delay_ms=0; then
+	log_mark
+	busy_param release 1
+	check "released: the sleeping patch w_pin returns within 10 s" sleeper_finish 10
+	check_eq "patch w_pin -> OK" OK "$KP_RESULT"
+	check_patches "w_pin listed as active" \
+		"$(pline w_pin kpatch_test_busy:kpatch_test_busy_fn "$fn" \
+			kpatch_test_going:kpatch_test_going_fn_new "$going_new" active)"
+	expect_ok unpatch w_pin
+fi
+check_patches "nothing patched"
+check "the update has ended: rmmod kpatch_test_going succeeds" \
+	unload_mod kpatch_test_going
+check_no_splat
+
+start_test "a waiting update keeps the module of its hook"
+log_mark
+busy_again || bail "setup: the thread waits in kpatch_test_busy_fn again"
+check "precondition: patch w_pin is refused and sleeps until its next try" \
+	sleeper_start "patch w_pin $fn $fn_new post-patch=$h_post"
+if pin_check kpatch_test_hooks; then
+	sleeper_stop
+	kpatch_param retries "$RETRIES"
+	check_grep "killed: patch w_pin has ended, refused" \
+		"kpatch: patch 'w_pin' refused after [0-9]+ tries" "$(log_since_mark)"
+fi
+check_patches "nothing patched"
+check "the update has ended: rmmod kpatch_test_hooks succeeds" \
+	unload_mod kpatch_test_hooks
+check_no_splat
+
+start_test "a waiting update keeps the module of its old function"
+log_mark
+check "precondition: the thread still waits in kpatch_test_busy_fn" \
+	modparam_is kpatch_test_busy state 1
+check "precondition: patch w_pin is refused and sleeps until its next try" \
+	sleeper_start "patch w_pin $fn $a1"
+if pin_check kpatch_test_busy; then
+	sleeper_stop
+	kpatch_param retries "$RETRIES"
+	check_grep "killed: patch w_pin has ended, refused" \
+		"kpatch: patch 'w_pin' refused after [0-9]+ tries" "$(log_since_mark)"
+fi
+check_patches "nothing patched"
+check_eq "kpatch_test_value_a unchanged" "a=1 b=2" "$(target_values)"
+check "the update has ended: rmmod kpatch_test_busy succeeds" \
+	unload_mod kpatch_test_busy
+load_mod kpatch_test_busy || bail "setup: load kpatch_test_busy again"
 check_no_splat

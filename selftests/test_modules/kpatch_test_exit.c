@@ -21,6 +21,19 @@
  * the thread sleeps in the replacement, unpatching it must fail with
  * EBUSY, although no walk of the task list finds the thread.
  *
+ * The misc device /dev/kpatch_test_exit traps a user process the same
+ * way, for a task that began to exit before kpatch.ko was loaded: a task
+ * that closes it while exiting (the last close of a file it left open,
+ * in exit_task_work(), after do_exit() has passed the sched_process_exit
+ * tracepoint but before exit_notify()) sleeps in the device's release
+ * until 1 is written to "close_go" (or close_max_s seconds have passed);
+ * "closing" reads 1 meanwhile, 2 once it left.  It becomes the trap task
+ * ("pid" is its pid, "state" and "dead" are about it): once it has left
+ * the task list, it sleeps in kpatch_test_exit_connector() if that
+ * replaces proc_exit_connector() by then, until "release".  A close by a
+ * task that is not exiting, or while the last trap task lives, traps
+ * nothing and does not wait.
+ *
  * Module exit releases the thread and waits until it is dead.
  */
 
@@ -30,7 +43,10 @@
 #include <linux/compiler.h>
 #include <linux/delay.h>
 #include <linux/err.h>
+#include <linux/fs.h>
+#include <linux/jiffies.h>
 #include <linux/kthread.h>
+#include <linux/miscdevice.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 #include <linux/mutex.h>
@@ -178,13 +194,88 @@ static const struct kernel_param_ops kpatch_exit_calls_ops = {
 module_param_cb(calls, &kpatch_exit_calls_ops, NULL, 0444);
 MODULE_PARM_DESC(calls, "calls of kpatch_test_exit_connector() by other tasks");
 
+/* ---- the device ---- */
+
+#define KPATCH_EXIT_CLOSING	1
+#define KPATCH_EXIT_CLOSED	2
+
+static bool close_go;
+module_param(close_go, bool, 0644);
+MODULE_PARM_DESC(close_go, "1 lets an exiting task leave the device's release");
+
+static int closing;
+module_param(closing, int, 0444);
+MODULE_PARM_DESC(closing,
+		 "0 no exiting task closed the device yet, 1 one sleeps in its release, 2 it left");
+
+static unsigned int close_max_s = 120;
+module_param(close_max_s, uint, 0644);
+MODULE_PARM_DESC(close_max_s, "longest sleep in the device's release, in seconds (default 120)");
+
+/* Make current, an exiting task, the trap task; false if one lives. */
+static bool kpatch_exit_trap_current(void)
+{
+	bool ok = true;
+
+	mutex_lock(&kpatch_exit_mutex);
+	if (kpatch_exit_task) {
+		ok = kpatch_exit_dead(kpatch_exit_task);
+		if (ok)
+			kpatch_exit_reap();
+	}
+	if (ok) {
+		get_task_struct(current);
+		WRITE_ONCE(release, false);
+		WRITE_ONCE(state, 0);
+		WRITE_ONCE(pid, task_pid_nr(current));
+		WRITE_ONCE(kpatch_exit_task, current);
+	}
+	mutex_unlock(&kpatch_exit_mutex);
+	return ok;
+}
+
+static int kpatch_exit_dev_release(struct inode *inode, struct file *file)
+{
+	unsigned long end = jiffies + close_max_s * HZ;
+
+	if (!(current->flags & PF_EXITING) || !kpatch_exit_trap_current())
+		return 0;
+
+	pr_info("exiting task %d sleeps in the device's release\n", pid);
+	WRITE_ONCE(closing, KPATCH_EXIT_CLOSING);
+	while (!READ_ONCE(close_go) && time_before(jiffies, end))
+		schedule_timeout_idle(HZ / 20);
+	if (!READ_ONCE(close_go))
+		pr_err("no close_go within %u s, going on\n", close_max_s);
+	WRITE_ONCE(closing, KPATCH_EXIT_CLOSED);
+	return 0;
+}
+
+static const struct file_operations kpatch_exit_dev_fops = {
+	.owner = THIS_MODULE,
+	.release = kpatch_exit_dev_release,
+};
+
+static struct miscdevice kpatch_exit_dev = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "kpatch_test_exit",
+	.fops = &kpatch_exit_dev_fops,
+};
+
+static int __init kpatch_test_exit_init(void)
+{
+	return misc_register(&kpatch_exit_dev);
+}
+
 static void __exit kpatch_test_exit_exit(void)
 {
+	misc_deregister(&kpatch_exit_dev);
 	mutex_lock(&kpatch_exit_mutex);
 	kpatch_exit_reap();
 	mutex_unlock(&kpatch_exit_mutex);
 }
 
+module_init(kpatch_test_exit_init);
 module_exit(kpatch_test_exit_exit);
 
 MODULE_LICENSE("GPL");

@@ -24,6 +24,17 @@
  * patch), "none" to clear it.  A hook that fails logs "<hook> <name>
  * returns <errno>".
  *
+ * "hold" makes a hook that may sleep (pre or post) wait, with kpatch's
+ * mutex held, as a hook that takes its time does: write "HOOK NAME" (as
+ * for "fail"), "none" to clear it.  The hook then waits until 1 is
+ * written to "proceed" (writing "hold" clears it), or for max_wait_s
+ * seconds (default 60), after which it gives up and returns -ETIMEDOUT;
+ * "waiting" reads 1 meanwhile.  With "notify" set to 1, a hook that was
+ * held then registers a module notifier and unregisters it again, as a
+ * hook that sets something up might; "waiting" reads 2 while it is in
+ * register_module_notifier().  A held hook logs "hold: <hook> <name>
+ * waits" when it starts to wait.
+ *
  * With api=1 the init registers, with kpatch_register(), a patch that
  * redirects kpatch_test_target's kpatch_test_value_a() (1) to
  * kpatch_test_hooks_f1() (101) and has all eight hooks (patch name:
@@ -65,6 +76,7 @@
 #include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/notifier.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/string.h>
@@ -212,6 +224,124 @@ static bool kpatch_test_hooks_atomic(enum kpatch_hook hook)
 	       hook == KPATCH_STOP_UNPATCH || hook == KPATCH_UNDO_UNPATCH;
 }
 
+/* "hold": the hook (-1: none) and the patch name ("*": any) */
+static int kpatch_test_hooks_hold_hook = -1;
+static char kpatch_test_hooks_hold_name[64];
+static bool proceed;
+static int waiting;
+static bool notify;
+static unsigned int max_wait_s = 60;
+static DECLARE_WAIT_QUEUE_HEAD(kpatch_test_hooks_hold_wq);
+
+static int kpatch_test_hooks_hold_set(const char *val,
+				      const struct kernel_param *kp)
+{
+	char buf[96], hook[16], name[64];
+	int i;
+
+	WRITE_ONCE(proceed, false);
+	if (sysfs_streq(val, "none") || sysfs_streq(val, "")) {
+		WRITE_ONCE(kpatch_test_hooks_hold_hook, -1);
+		return 0;
+	}
+	strscpy(buf, val, sizeof(buf));
+	strreplace(buf, ',', ' ');
+	if (sscanf(buf, "%15s %63s", hook, name) != 2)
+		return -EINVAL;
+	for (i = 0; i < KPATCH_NR_HOOKS; i++)
+		if (!strcmp(hook, kpatch_test_hooks_names[i]))
+			break;
+	/* only the hooks that may sleep */
+	if (i == KPATCH_NR_HOOKS || kpatch_test_hooks_atomic(i))
+		return -EINVAL;
+	WRITE_ONCE(kpatch_test_hooks_hold_hook, -1);
+	strscpy(kpatch_test_hooks_hold_name, name,
+		sizeof(kpatch_test_hooks_hold_name));
+	WRITE_ONCE(kpatch_test_hooks_hold_hook, i);
+	return 0;
+}
+
+static int kpatch_test_hooks_hold_get(char *buffer,
+				      const struct kernel_param *kp)
+{
+	int i = READ_ONCE(kpatch_test_hooks_hold_hook);
+
+	if (i < 0)
+		return scnprintf(buffer, PAGE_SIZE, "none\n");
+	return scnprintf(buffer, PAGE_SIZE, "%s %s\n",
+			 kpatch_test_hooks_names[i],
+			 kpatch_test_hooks_hold_name);
+}
+
+static const struct kernel_param_ops kpatch_test_hooks_hold_ops = {
+	.set = kpatch_test_hooks_hold_set,
+	.get = kpatch_test_hooks_hold_get,
+};
+module_param_cb(hold, &kpatch_test_hooks_hold_ops, NULL, 0644);
+MODULE_PARM_DESC(hold, "\"HOOK NAME\": that pre or post hook waits for proceed (NAME * any); \"none\"");
+
+static int kpatch_test_hooks_proceed_set(const char *val,
+					 const struct kernel_param *kp)
+{
+	int ret = param_set_bool(val, kp);
+
+	if (!ret)
+		wake_up_all(&kpatch_test_hooks_hold_wq);
+	return ret;
+}
+
+static const struct kernel_param_ops kpatch_test_hooks_proceed_ops = {
+	.set = kpatch_test_hooks_proceed_set,
+	.get = param_get_bool,
+};
+module_param_cb(proceed, &kpatch_test_hooks_proceed_ops, &proceed, 0644);
+MODULE_PARM_DESC(proceed, "1 lets a held hook go on");
+module_param(waiting, int, 0444);
+MODULE_PARM_DESC(waiting, "1 while a held hook waits, 2 while it registers a module notifier");
+module_param(notify, bool, 0644);
+MODULE_PARM_DESC(notify, "1: a held hook registers and unregisters a module notifier once let go");
+module_param(max_wait_s, uint, 0644);
+MODULE_PARM_DESC(max_wait_s, "longest wait of a held hook, in seconds (default 60)");
+
+static int kpatch_test_hooks_notifier_call(struct notifier_block *nb,
+					   unsigned long action, void *data)
+{
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block kpatch_test_hooks_nb = {
+	.notifier_call = kpatch_test_hooks_notifier_call,
+};
+
+/* A held hook: wait for "proceed", then maybe (un)register a notifier. */
+static int kpatch_test_hooks_wait(const char *what, const char *name)
+{
+	long left;
+	int ret;
+
+	WRITE_ONCE(waiting, 1);
+	pr_info("hold: %s %s waits\n", what, name);
+	left = wait_event_idle_timeout(kpatch_test_hooks_hold_wq,
+				       READ_ONCE(proceed),
+				       (long)max_wait_s * HZ);
+	if (!left) {
+		WRITE_ONCE(waiting, 0);
+		pr_err("hold: %s %s: no proceed within %u s, giving up\n",
+		       what, name, max_wait_s);
+		return -ETIMEDOUT;
+	}
+	if (READ_ONCE(notify)) {
+		WRITE_ONCE(waiting, 2);
+		ret = register_module_notifier(&kpatch_test_hooks_nb);
+		if (!ret)
+			unregister_module_notifier(&kpatch_test_hooks_nb);
+		pr_info("hold: %s %s: register_module_notifier() returned %d\n",
+			what, name, ret);
+	}
+	WRITE_ONCE(waiting, 0);
+	return 0;
+}
+
 static int kpatch_test_hooks_run(struct kpatch_module *kpmod,
 				 enum kpatch_hook hook)
 {
@@ -241,10 +371,14 @@ static int kpatch_test_hooks_run(struct kpatch_module *kpmod,
 				pr_err("%s %s: kmalloc failed\n", what, name);
 			}
 			kfree(p);
+			if (READ_ONCE(kpatch_test_hooks_hold_hook) == hook &&
+			    (!strcmp(kpatch_test_hooks_hold_name, "*") ||
+			     !strcmp(kpatch_test_hooks_hold_name, name)))
+				ret = kpatch_test_hooks_wait(what, name);
 		}
 	}
 
-	if (READ_ONCE(kpatch_test_hooks_fail_hook) == hook &&
+	if (!ret && READ_ONCE(kpatch_test_hooks_fail_hook) == hook &&
 	    (!strcmp(kpatch_test_hooks_fail_name, "*") ||
 	     !strcmp(kpatch_test_hooks_fail_name, name)))
 		ret = kpatch_test_hooks_fail_err;

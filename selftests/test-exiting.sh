@@ -10,11 +10,6 @@
 # keep kpatch_test_exit pinned; once the thread has left, the unpatch
 # goes through.  First, as a plain sanity check, patching and unpatching
 # proc_exit_connector() works while many short-lived processes exit.
-# Last, on kernels with fault injection (the test bed's debug kernel):
-# when more processes exit at once than kpatch has records in reserve,
-# and every allocation of theirs fails, kpatch no longer knows every
-# exiting task, and refuses the next patch and its dry run with ENOMEM,
-# saying why, and changes nothing.
 #
 # Then a task that began to exit before kpatch.ko was loaded, and so
 # passed the sched_process_exit tracepoint before kpatch's probe was
@@ -31,6 +26,12 @@
 # that wrongly goes ahead blocks in ftrace until the thread is released,
 # so the test runs it in the background and releases the thread if it
 # has not returned after a while.
+#
+# Last, with the selftests' build of kpatch.ko: when more processes exit
+# at once than kpatch has records ready, and kpatch_test_refill holds
+# back the work item that makes more, kpatch no longer knows every
+# exiting task, and refuses the next patch and its dry run with ENOMEM,
+# saying why, and changes nothing.
 #
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
@@ -98,31 +99,10 @@ writer_done() {
 	[ -e "$KP_TMP/writer.done" ]
 }
 
-# The exit probe's reserve of records (KPATCH_EXITING_RESERVE in kpatch.c)
-RESERVE=32
-FAILSLAB=/sys/kernel/debug/failslab
-failslab_saved=
+# The free list of exit records kpatch keeps (KPATCH_EXITING_RESERVE)
+RESERVE=64
+KPATCH_HOOKS=${KPATCH_HOOKS:-/kpatch/hooks}
 parent=
-
-# failslab_set: fail every slab allocation, atomic ones included, of the
-# tasks that ask for it (/proc/PID/make-it-fail), and of no other task
-failslab_set() {
-	failslab_saved=$(for f in probability interval times verbose task-filter; do
-		printf '%s=%s ' "$f" "$(cat "$FAILSLAB/$f")"
-	done) || return 1
-	diag "failslab was: $failslab_saved"
-	echo Y >"$FAILSLAB/task-filter" && echo 0 >"$FAILSLAB/verbose" &&
-		echo 1 >"$FAILSLAB/interval" && echo -1 >"$FAILSLAB/times" &&
-		echo 100 >"$FAILSLAB/probability"
-}
-
-# failslab_restore: the settings before failslab_set, probability first
-failslab_restore() {
-	for f in $failslab_saved; do
-		echo "${f#*=}" >"$FAILSLAB/${f%%=*}"
-	done
-	failslab_saved=
-}
 
 # children N TEST: $parent has N children, and TEST /proc/PID holds for
 # each of them
@@ -136,11 +116,6 @@ children() {
 	[ "$_ch_n" -eq "$1" ]
 }
 
-# failing /proc/PID: the task has made its slab allocations fail
-failing() {
-	[ "$(cat "$1/make-it-fail" 2>/dev/null)" = 1 ]
-}
-
 # zombie /proc/PID: the task has exited and waits to be reaped
 zombie() {
 	grep -q '^State:[[:space:]]*Z' "$1/status"
@@ -148,7 +123,7 @@ zombie() {
 
 # exiting_cleanup: stop what may still run, before the cleanup unpatches
 exiting_cleanup() {
-	[ -z "$failslab_saved" ] || failslab_restore
+	echo 0 >/sys/module/kpatch_test_refill/parameters/hold 2>/dev/null
 	[ -z "$parent" ] || { kill "$parent"; wait "$parent"; } 2>/dev/null
 	churn_stop >/dev/null
 	if modparam_is kpatch_test_exit closing 1; then
@@ -256,56 +231,6 @@ else
 fi
 check_no_splat
 
-start_test "more exiting tasks than kpatch can record"
-if [ ! -d "$FAILSLAB" ] || [ ! -e /proc/self/make-it-fail ]; then
-	skip "no CONFIG_FAILSLAB here (the debug kernel has it)"
-else
-	mod_loaded kpatch_test_exit || load_mod kpatch_test_exit ||
-		bail "setup: load kpatch_test_exit"
-	new=$(sym kpatch_test_exit_connector kpatch_test_exit) ||
-		bail "setup: find kpatch_test_exit_connector"
-	n=$((RESERVE + 8))
-	failslab_set || bail "setup: failslab set up ($FAILSLAB)"
-	# N processes hold a fifo open, make their allocations fail, and
-	# wait for a line; their parent then becomes a sleep, which never
-	# reaps them.  So all their records would be in use at once, and
-	# none can be allocated: the reserve runs dry.
-	rm -f "$KP_TMP/go"
-	mkfifo "$KP_TMP/go"
-	diag "% $n processes whose allocations fail exit, unreaped"
-	sh -c '
-		i=0
-		while [ "$i" -lt "$2" ]; do
-			(exec 3<>"$1"; echo 1 >/proc/self/make-it-fail;
-			 read -r _ <&3) &
-			i=$((i + 1))
-		done
-		exec sleep 600' sh "$KP_TMP/go" "$n" &
-	parent=$!
-	wait_until children "$n" failing ||
-		bail "setup: $n processes whose allocations fail"
-	seq "$n" >"$KP_TMP/go"
-	check "the $n processes have exited, unreaped" \
-		wait_until children "$n" zombie
-	log_mark
-	save_state
-	expect_refused ENOMEM patch lost "$old" "$new"
-	expect_errno ENOMEM check patch lost "$old" "$new"
-	check_state_unchanged
-	check_log "the log says why, for the patch and its dry run" <<-EOF
-		kpatch: patch 'lost' refused: out of memory recording an exiting task earlier, kpatch cannot check every stack any more
-		kpatch: check patch 'lost': out of memory recording an exiting task earlier, kpatch cannot check every stack any more
-		kpatch: check patch 'lost': would fail (-12)
-	EOF
-	check_eq "proc_exit_connector not patched: the next exit runs it" \
-		"$(calls)" "$(sh -c : && calls)"
-	failslab_restore
-	kill "$parent"
-	wait "$parent" 2>/dev/null || :
-	parent=
-	check_no_splat
-fi
-
 start_test "a task that began to exit before kpatch.ko was loaded"
 unpatch_all || bail "setup: unpatch everything"
 unload_kpatch || bail "setup: rmmod kpatch"
@@ -394,4 +319,62 @@ if mod_loaded kpatch_test_exit; then
 else
 	skip "release the task, unpatch, rmmod: kpatch_test_exit is gone already"
 fi
+check_no_splat
+
+start_test "more exiting tasks than kpatch can record"
+# kpatch's probes take their records from a free list, which a work item
+# refills; the selftests' build of kpatch.ko lets kpatch_test_refill hold
+# that work item back, so that exiting tasks can use the list up.
+if mod_loaded kpatch; then
+	unpatch_all || bail "setup: unpatch everything"
+	unload_kpatch || bail "setup: rmmod kpatch"
+fi
+KPATCH_KO=$KPATCH_HOOKS/kpatch.ko
+load_kpatch || bail "setup: load the selftests' build of kpatch.ko"
+KPATCH_MODDIR=$KPATCH_HOOKS/test_modules load_mod kpatch_test_refill ||
+	bail "setup: load kpatch_test_refill"
+mod_loaded kpatch_test_exit || load_mod kpatch_test_exit ||
+	bail "setup: load kpatch_test_exit"
+old=$(sym proc_exit_connector vmlinux) || bail "setup: find proc_exit_connector"
+new=$(sym kpatch_test_exit_connector kpatch_test_exit) ||
+	bail "setup: find kpatch_test_exit_connector"
+diag "% echo 1 > /sys/module/kpatch_test_refill/parameters/hold"
+echo 1 >/sys/module/kpatch_test_refill/parameters/hold
+n=$((RESERVE + 16))
+# N processes hold a fifo open and wait for a line; their parent then
+# becomes a sleep, which never reaps them.  So all their records are in
+# use at once, and the free list runs dry.
+rm -f "$KP_TMP/go"
+mkfifo "$KP_TMP/go"
+diag "% $n processes exit, unreaped"
+sh -c '
+	i=0
+	while [ "$i" -lt "$2" ]; do
+		(exec 3<>"$1"; read -r _ <&3) &
+		i=$((i + 1))
+	done
+	exec sleep 600' sh "$KP_TMP/go" "$n" &
+parent=$!
+wait_until children "$n" true || bail "setup: $n processes"
+seq "$n" >"$KP_TMP/go"
+check "the $n processes have exited, unreaped" \
+	wait_until children "$n" zombie
+check "the refill of the free list is held back" \
+	modparam_is kpatch_test_refill held Y
+log_mark
+save_state
+expect_refused ENOMEM patch lost "$old" "$new"
+expect_errno ENOMEM check patch lost "$old" "$new"
+check_state_unchanged
+check_log "the log says why, for the patch and its dry run" <<-EOF
+	kpatch: patch 'lost' refused: out of memory recording an exiting task earlier, kpatch cannot check every stack any more
+	kpatch: check patch 'lost': out of memory recording an exiting task earlier, kpatch cannot check every stack any more
+	kpatch: check patch 'lost': would fail (-12)
+EOF
+check_eq "proc_exit_connector not patched: the next exit runs it" \
+	"$(calls)" "$(sh -c : && calls)"
+echo 0 >/sys/module/kpatch_test_refill/parameters/hold
+kill "$parent"
+wait "$parent" 2>/dev/null || :
+parent=
 check_no_splat

@@ -4257,8 +4257,9 @@ EXPORT_SYMBOL_GPL(kpatch_unregister);
  * Every module that kpatch has anything of (a patch module, a module of an
  * old or new function, of a hook or of a site) holds a reference of
  * kpatch's, and no reference can be taken once a module is going.  So a
- * module going away with none -- every rmmod, and every failed init but
- * that of a patch module -- is none of kpatch's business, and is let go
+ * module going away with none -- every rmmod (which goes only once it has
+ * none), and every failed init but that of a patch module -- is none of
+ * kpatch's business, and is let go
  * without waiting for kpatch_mutex, which an update holds while it runs
  * its hooks: the module loader never waits for an update.
  */
@@ -4269,7 +4270,8 @@ static __cold int kpatch_module_going(struct notifier_block *nb,
 	struct kpatch_module *kpmod;
 	int ret;
 
-	if (action != MODULE_STATE_GOING || !module_refcount(mod))
+	/* delete_module() has dropped the base reference: -1 there */
+	if (action != MODULE_STATE_GOING || module_refcount(mod) <= 0)
 		return NOTIFY_DONE;
 	mutex_lock(&kpatch_mutex);
 again:

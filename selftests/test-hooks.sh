@@ -648,6 +648,10 @@ loader_probe() {
 		not_ok "$_lp_desc returns while the hook waits"
 		diag "still blocked after $HOLD_SECS s, while the pre-patch hook of" \
 			"hL waits; letting the hook go"
+		for _lp_p in $(pidof "$1"); do
+			diag "$1 (pid $_lp_p) waits in:" \
+				"$(cat "/proc/$_lp_p/stack" 2>&1)"
+		done
 		held_finish
 		wait_until loader_done
 		[ "$KP_RESULT" != OK ] || kp unpatch hL >/dev/null

@@ -1106,16 +1106,27 @@ static int kpatch_add_range(struct kpatch_update *upd, unsigned long start,
  * selftests/harness/lint.sh checks this decoder against objdump on every
  * function of the debug kernel's vmlinux and of the test modules.
  */
-static const char kpatch_op1[256] =
-	"mmmmbzxxmmmmbzx0" "mmmmbzxxmmmmbzxx" "mmmmbzpxmmmmbzpx" "mmmmbzpxmmmmbzpx"
-	"RRRRRRRRRRRRRRRR" "................" "xxxmppppzZbB...." "jjjjjjjjjjjjjjjj"
-	"BZxBmmmmmmmmmmmm" "..........x....." "oooo....bz......" "bbbbbbbbvvvvvvvv"
-	"BBwrVVBZe.w..bx." "mmmmxxx.mmmmmmmm" "jjjjbbbbcJxj...." "p.pp..fF......mI";
-static const char kpatch_op2[256] =
-	"mmmmx.....x.xm.x" "mmmmmmmmmmmmmmmm" "mmmmxxxxmmmmmmmm" "......x.3x4xxxxx"
-	"mmmmmmmmmmmmmmmm" "mmmmmmmmmmmmmmmm" "mmmmmmmmmmmmmmmm" "BBBBmmm.mmxxmmmm"
-	"JJJJJJJJJJJJJJJJ" "mmmmmmmmmmmmmmmm" "...mBmmm...mBmmm" "mmmmmmmmmmBmmmmm"
-	"mmBmBBBm........" "mmmmmmmmmmmmmmmm" "mmmmmmmmmmmmmmmm" "mmmmmmmmmmmmmmmm";
+static const char kpatch_op1[16][17] = {
+	"mmmmbzxxmmmmbzx0", "mmmmbzxxmmmmbzxx",	/* 00, 10 */
+	"mmmmbzpxmmmmbzpx", "mmmmbzpxmmmmbzpx",	/* 20, 30 */
+	"RRRRRRRRRRRRRRRR", "................",	/* 40, 50 */
+	"xxxmppppzZbB....", "jjjjjjjjjjjjjjjj",	/* 60, 70 */
+	"BZxBmmmmmmmmmmmm", "..........x.....",	/* 80, 90 */
+	"oooo....bz......", "bbbbbbbbvvvvvvvv",	/* a0, b0 */
+	"BBwrVVBZe.w..bx.", "mmmmxxx.mmmmmmmm",	/* c0, d0 */
+	"jjjjbbbbcJxj....", "p.pp..fF......mI",	/* e0, f0 */
+};
+
+static const char kpatch_op2[16][17] = {
+	"mmmmx.....x.xm.x", "mmmmmmmmmmmmmmmm",	/* 00, 10 */
+	"mmmmxxxxmmmmmmmm", "......x.3x4xxxxx",	/* 20, 30 */
+	"mmmmmmmmmmmmmmmm", "mmmmmmmmmmmmmmmm",	/* 40, 50 */
+	"mmmmmmmmmmmmmmmm", "BBBBmmm.mmxxmmmm",	/* 60, 70 */
+	"JJJJJJJJJJJJJJJJ", "mmmmmmmmmmmmmmmm",	/* 80, 90 */
+	"...mBmmm...mBmmm", "mmmmmmmmmmBmmmmm",	/* a0, b0 */
+	"mmBmBBBm........", "mmmmmmmmmmmmmmmm",	/* c0, d0 */
+	"mmmmmmmmmmmmmmmm", "mmmmmmmmmmmmmmmm",	/* e0, f0 */
+};
 
 enum kpatch_insn {
 	KPATCH_INSN_SHORT,	/* not decoded: it would end past @avail */
@@ -1145,7 +1156,7 @@ static unsigned int kpatch_decode(const u8 *p, unsigned long avail,
 	for (i = 0; ; i++) {
 		if (i >= n)
 			goto truncated;
-		c = kpatch_op1[p[i]];
+		c = kpatch_op1[p[i] >> 4][p[i] & 15];
 		if (c == 'R') {
 			rexw = p[i] & 8;
 		} else if (c == 'p') {
@@ -1161,14 +1172,15 @@ static unsigned int kpatch_decode(const u8 *p, unsigned long avail,
 			goto truncated;
 		map = p[i] == 0xc5 ? 1 : p[i + 1] & 0x1f;
 		i += p[i] == 0xc5 ? 2 : 3;
-		c = map == 1 ? kpatch_op2[p[i]] : map == 2 ? 'm' :
+		c = map == 1 ? kpatch_op2[p[i] >> 4][p[i] & 15] :
+		    map == 2 ? 'm' :
 		    map == 3 ? 'B' : 'x';
 		if (c != '.' && c != 'm' && c != 'B')
 			return 0;
 	} else if (c == '0') {
 		if (++i >= n)
 			goto truncated;
-		c = kpatch_op2[p[i]];
+		c = kpatch_op2[p[i] >> 4][p[i] & 15];
 		if (c == '3' || c == '4') {
 			c = c == '3' ? 'm' : 'B';
 			i++;
@@ -2245,35 +2257,35 @@ static void kpatch_free_probe(void *data, struct task_struct *task)
  */
 static bool kpatch_exiting_fill(unsigned int want)
 {
-	struct kpatch_exiting *e = NULL;
+	struct kpatch_exiting *e, *spare = NULL;
 	unsigned long flags;
-	bool more;
+	unsigned int n;
 
-	do {
+	for (;;) {
+		e = NULL;
 		raw_spin_lock_irqsave(&kpatch_exiting_lock, flags);
-		if (e) {
-			hlist_add_head(&e->node, &kpatch_exiting_free);
+		if (spare) {
+			hlist_add_head(&spare->node, &kpatch_exiting_free);
 			kpatch_exiting_nfree++;
-			e = NULL;
-		} else if (kpatch_exiting_nfree >
-			   max(want, 2 * KPATCH_EXITING_RESERVE)) {
+			spare = NULL;
+		}
+		n = kpatch_exiting_nfree;
+		if (n > max(want, 2 * KPATCH_EXITING_RESERVE)) {
 			e = hlist_entry(kpatch_exiting_free.first,
 					struct kpatch_exiting, node);
 			hlist_del(&e->node);
 			kpatch_exiting_nfree--;
 		}
-		more = kpatch_exiting_nfree < want || e;
 		raw_spin_unlock_irqrestore(&kpatch_exiting_lock, flags);
-		if (e) {
-			kfree(e);
-			e = NULL;
-		} else if (more) {
-			e = kmalloc(sizeof(*e), GFP_KERNEL);
-			if (!e)
-				return false;
-		}
-	} while (more);
-	return true;
+		kfree(e);
+		if (e)
+			continue;	/* trimming */
+		if (n >= want)
+			return true;
+		spare = kmalloc(sizeof(*spare), GFP_KERNEL);
+		if (!spare)
+			return false;
+	}
 }
 
 static void kpatch_exiting_refill(struct work_struct *work)

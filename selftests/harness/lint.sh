@@ -130,7 +130,7 @@ decoder_build() {
 		echo '#include <string.h>'
 		echo 'typedef uint8_t u8; typedef int8_t s8; typedef int32_t s32;'
 		echo '#define min(a, b) ((a) < (b) ? (a) : (b))'
-		awk '/^static const char kpatch_op1\[256\]/ { on = 1 }
+		awk '/^static const char kpatch_op1\[/ { on = 1 }
 		     on { print }
 		     on && /^static unsigned int kpatch_decode\(/ { fn = 1 }
 		     fn && /^}/ { exit }' "$SRC/kpatch.c"

@@ -19,6 +19,7 @@
 #                       "Run the tests")
 # make lint             review gates: checkpatch, sparse, W=1, shellcheck
 # make bench            measure kpatch under icount in VMs on every test kernel
+#                       (and, first, model its redirects on the host's CPU)
 # make clean
 
 # With KDIR, the release its modules are built for (what vermagic says).

@@ -14,6 +14,12 @@
 # $KPATCH_CACHE/bench/window.png (stop_machine window vs tasks, and vs the
 # tasks that ran between kpatch's pre-walk and its stop_machine()).
 #
+# First, on the host: kpbench-model.c, a model of the CPU rather than a
+# measurement of the kernel (icount knows nothing of branch prediction):
+# user-space replicas of each redirect, timed with the TSC, pinned to one
+# CPU; its table is printed before the guests' and its medians go to
+# $KPATCH_CACHE/bench/cpu-model.csv.
+#
 # Environment:
 #   KPATCH_CACHE          cache dir (default /var/cache/kpatch-testbed)
 #   KPATCH_BENCH_FUNCS    generated functions (default 1000)
@@ -54,7 +60,7 @@ build() {
 	rm -rf "$dir/bench"
 	mkdir -p "$dir/bench"
 	cp "$HERE"/Kbuild "$HERE"/*.c "$HERE"/*.h "$dir/bench/"
-	rm "$dir/bench/kpbench-apply.c"
+	rm "$dir/bench/kpbench-apply.c" "$dir/bench/kpbench-model.c"
 	cp "$SRC/kpatch.h" "$dir/"
 	"$HERE/gen-funcs.sh" "$NFUNCS" "$dir/bench/kpatch_bench_funcs.c"
 	log "building bench modules for $kver"
@@ -121,6 +127,25 @@ need_gnuplot() {
 		  apt-get install -y -q --no-install-recommends gnuplot-nox >&2; } ||
 		die "cannot install gnuplot-nox"
 	command -v gnuplot >/dev/null || die "gnuplot-nox installed no gnuplot"
+}
+
+# model: build kpbench-model with the host's gcc and run it on the last
+# CPU, before any guest, so that no guest of this run competes with it
+model() {
+	local cpu
+	if [[ $(uname -m) != x86_64 ]]; then
+		log "the host is not x86_64: no CPU model"
+		return 0
+	fi
+	gcc -O2 -no-pie -Wall -Werror -o "$OUT/kpbench-model" "$HERE/kpbench-model.c" ||
+		die "kpbench-model.c does not build"
+	cpu=$(($(nproc) - 1))
+	log "CPU model on CPU $cpu, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+	printf '### CPU model (host, user space: a model of the CPU, not a measurement of the kernel)\n\n'
+	taskset -c "$cpu" "$OUT/kpbench-model" "$OUT/cpu-model.csv" ||
+		die "kpbench-model failed"
+	echo
+	log "wrote $OUT/cpu-model.csv"
 }
 
 # ko_parts KO: "code rodata dropped init", KO's allocated read-only
@@ -325,6 +350,7 @@ main() {
 	exec 9>"$OUT/.lock"
 	flock -n 9 || die "another bench run holds $OUT/.lock"
 	need_gnuplot
+	model
 	for kver in "${kernels[@]}"; do
 		dir=$OUT/$kver
 		mkdir -p "$dir"

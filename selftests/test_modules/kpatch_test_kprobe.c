@@ -10,6 +10,11 @@
  * insmod fails with EBUSY when kpatch already redirects the function.
  * With post=0 the kprobe only has a pre_handler and coexists with kpatch.
  * "hits" counts pre_handler calls.
+ *
+ * With offset=N the kprobe is not at the function's entry but N bytes
+ * past its ENDBR (past its start where the kernel has no IBT): on an
+ * instruction inside the function, where kprobes writes an INT3 over the
+ * instruction's first byte (test-kprobed.sh).
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -18,6 +23,7 @@
 #include <linux/kprobes.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <asm/ibt.h>
 
 static char *func = "cmdline_proc_show";
 module_param(func, charp, 0444);
@@ -26,6 +32,10 @@ MODULE_PARM_DESC(func, "symbol to probe (default cmdline_proc_show)");
 static bool post = true;
 module_param(post, bool, 0444);
 MODULE_PARM_DESC(post, "give the kprobe a post_handler (default 1)");
+
+static int offset = -1;
+module_param(offset, int, 0444);
+MODULE_PARM_DESC(offset, "-1: probe the function's entry (default); N: N bytes past its ENDBR");
 
 static unsigned long hits;
 module_param(hits, ulong, 0444);
@@ -51,6 +61,8 @@ static int __init kpatch_test_kprobe_init(void)
 	int ret;
 
 	kpatch_test_kp.symbol_name = func;
+	if (offset >= 0)
+		kpatch_test_kp.offset = ENDBR_INSN_SIZE + offset;
 	if (post)
 		kpatch_test_kp.post_handler = kpatch_test_kprobe_post;
 

@@ -85,6 +85,15 @@ int kpatch_test_own_helper(void);
 int kpatch_test_own_indirect(void);
 int kpatch_test_own_target(void);
 
+/*
+ * kpatch_test_sc.ko: new functions whose jumps the kernel rewrites (asm),
+ * and the static call's two targets
+ */
+int kpatch_test_sc_tail(void);
+int kpatch_test_sc_near(void);
+int kpatch_test_sc_slow(void);
+int kpatch_test_sc_quick(void);
+
 /* kpatch_test_cold.ko */
 int kpatch_test_cold_fn(int slow);
 int kpatch_test_cold_fn_new(int slow);

@@ -1,0 +1,188 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# test-kprobed.sh - code that kpatch reads while a kprobe sits on one of
+# its jumps.
+#
+# kpatch reads code to find where a task can be without a frame of the
+# function it entered: a function's pieces (.part.N, .cold), reached by
+# jumps from the function, and the functions of a module that a redirect
+# into it reaches by jumps.  A kprobe on an instruction writes an INT3
+# over the instruction's first byte; on a jmp or jcc kprobes cannot
+# optimize it away (a relative jump cannot run from a copy), so the INT3
+# stays for as long as the kprobe is armed.  What the INT3 hides is
+# still there: the jump runs, emulated by kprobes, on every call.
+#
+#   - old side: kpatch_test_pc_g() jumps (jne, 32-bit) to its piece
+#     kpatch_test_pc_g.part.0; the kthread "kpatch_pc" sleeps in a call
+#     made from the piece.  With a kprobe on that jne, patching g must
+#     still fail with EBUSY naming the piece and the thread (else the
+#     thread runs the rest of the old piece after the patch took effect:
+#     "tail" counts it).
+#   - a redirect into a module: kpatch_test_sc_near() is a jmp to
+#     kpatch_test_sc_near_helper(), the function right behind it; a
+#     reader redirected there sleeps in a call made from the helper.
+#     With a kprobe on that jmp, unpatching the last patch into
+#     kpatch_test_sc must still fail with EBUSY naming the helper (else
+#     the module can be unloaded under the reader).  Without the kprobe
+#     it does.
+#
+# shellcheck source-path=SCRIPTDIR source=functions.sh
+. "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
+
+PC=kpatch_test_pc
+SC=kpatch_test_sc
+KPROBE=kpatch_test_kprobe
+KPROBES_LIST=/sys/kernel/debug/kprobes/list
+
+# param MOD NAME VALUE: write a module parameter
+param() {
+	diag "% echo $3 > /sys/module/$1/parameters/$2"
+	echo "$3" >"/sys/module/$1/parameters/$2"
+}
+
+# asleep PID: the task is blocked (state S)
+asleep() {
+	_as=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+	[ "$_as" = S ]
+}
+
+pc_asleep() {
+	modparam_is "$PC" state 1 && asleep "$pcpid"
+}
+
+is_patched() {
+	grep -q "^$1 " "$KP_PATCHES"
+}
+
+# probe_on FUNC OFFSET: arm a kprobe OFFSET bytes past FUNC's ENDBR (its
+# start without IBT), on the jump there, and check that kprobes lists it
+probe_on() {
+	check "insmod $KPROBE on $1, offset $2 past its ENDBR" \
+		load_mod "$KPROBE" func="$1" offset="$2"
+	check_grep "kprobes lists the probe in $1" "[[:space:]]$1[+]0x" \
+		"$(cat "$KPROBES_LIST" 2>&1)"
+}
+
+# release: let every sleeper go (also the cleanup hook)
+release() {
+	if mod_loaded "$PC"; then
+		echo 0 >"/sys/module/$PC/parameters/hold" 2>/dev/null || :
+		wait_until modparam_is "$PC" call none
+	fi
+	if mod_loaded "$SC"; then
+		echo 0 >"/sys/module/$SC/parameters/hold" 2>/dev/null || :
+	fi
+	if [ -n "${reader:-}" ]; then
+		wait "$reader" 2>/dev/null || :
+		reader=
+	fi
+	if mod_loaded "$KPROBE"; then
+		unload_mod "$KPROBE" || :
+	fi
+}
+KP_CLEANUP_HOOK=release
+
+setup_modules kpatch kpatch_test_target "$PC" "$SC"
+g=$(sym kpatch_test_pc_g "$PC") || bail "setup: find kpatch_test_pc_g"
+pg=$(sym kpatch_test_pc_plain_g "$PC") || bail "setup: find kpatch_test_pc_plain_g"
+b=$(sym kpatch_test_value_b kpatch_test_target) || bail "setup: find kpatch_test_value_b"
+near=$(sym kpatch_test_sc_near "$SC") || bail "setup: find kpatch_test_sc_near"
+pcpid=$(modparam "$PC" pid)
+reader=
+# Every refusal here is a task asleep until released: no retries.
+param kpatch retries 0
+
+start_test "a kprobe on the jump of an old function into its piece"
+log_mark
+# kpatch_test_pc_g: the fentry call (5 bytes), testl (2), then the jne.
+probe_on kpatch_test_pc_g 7
+tail0=$(modparam "$PC" tail)
+param "$PC" hold 1
+param "$PC" call g
+check "the thread sleeps in a call made from kpatch_test_pc_g.part.0" \
+	wait_until pc_asleep
+check_grep "the kprobe fired on the jne" '^[1-9]' "$(modparam "$KPROBE" hits)"
+diag "stack of pid $pcpid:" "$(cat "/proc/$pcpid/stack" 2>&1)"
+log_mark
+kp patch k1 "$g" "$pg" || :
+check_eq "patch k1 -> EBUSY" EBUSY "$KP_RESULT"
+check_log "the log names the piece and the thread" <<EOF
+kpatch: patch 'k1' refused: kpatch_test_pc_g.part.0+0x_/0x_ [$PC] is on the stack of pid $pcpid (kpatch_pc)
+EOF
+patched=no
+if is_patched k1; then
+	patched=yes
+fi
+param "$PC" hold 0
+check "the thread's call returned" wait_until modparam_is "$PC" call none
+if [ "$patched" = yes ]; then
+	check_eq "no old code ran after patch k1 took effect (tail)" \
+		"$tail0" "$(modparam "$PC" tail)"
+	kp unpatch k1 || :
+fi
+check "rmmod $KPROBE" unload_mod "$KPROBE"
+check_no_splat
+
+# near_enter: a reader of kpatch_test_target's values calls
+# kpatch_test_value_b(), redirected to kpatch_test_sc_near(), which jumps
+# to the helper; it sleeps in kpatch_test_sc_slow(), called from the
+# helper.  Sets rpid and rcomm.
+near_enter() {
+	param "$SC" hold 1
+	diag "% cat $TARGET_VALUES > $KP_TMP/values &"
+	cat "$TARGET_VALUES" >"$KP_TMP/values" 2>&1 &
+	reader=$!
+	check "the reader sleeps in a call made from kpatch_test_sc_near_helper" \
+		wait_until modparam_is "$SC" state 1
+	rpid=$(modparam "$SC" pid)
+	rcomm=$(modparam "$SC" comm)
+	diag "stack of pid $rpid:" "$(cat "/proc/$rpid/stack" 2>&1)"
+}
+
+# near_leave NAME: let the reader go; it ran the helper (63).  Then
+# unpatch NAME if it is still in effect.
+near_leave() {
+	param "$SC" hold 0
+	wait "$reader"
+	reader=
+	check_eq "the reader ran the new code (the helper's 63)" "a=1 b=63" \
+		"$(cat "$KP_TMP/values")"
+	if is_patched "$1"; then
+		expect_ok unpatch "$1"
+	fi
+}
+
+start_test "a kprobe on the jump of a new function into a helper of its module"
+log_mark
+expect_ok patch k2 "$b" "$near"
+near_enter
+# kpatch_test_sc_near is a single jmp, right after its ENDBR.
+probe_on kpatch_test_sc_near 0
+log_mark
+expect_refused EBUSY unpatch k2
+check_log "the log names the helper and the reader" <<EOF
+kpatch: unpatch 'k2' refused: kpatch_test_sc_near_helper+0x_/0x_ [$SC] is on the stack of pid $rpid ($rcomm)
+EOF
+if is_patched k2; then
+	check_not "rmmod $SC refused" unload_mod "$SC"
+else
+	not_ok "rmmod $SC refused"
+	diag "not tried: k2 is gone, nothing would stop the rmmod" \
+		"and the reader would wake up in freed memory"
+fi
+check "rmmod $KPROBE" unload_mod "$KPROBE"
+near_leave k2
+check_no_splat
+
+start_test "without the kprobe, the same unpatch is refused"
+log_mark
+expect_ok patch k3 "$b" "$near"
+near_enter
+log_mark
+expect_refused EBUSY unpatch k3
+check_log "the log names the helper and the reader" <<EOF
+kpatch: unpatch 'k3' refused: kpatch_test_sc_near_helper+0x_/0x_ [$SC] is on the stack of pid $rpid ($rcomm)
+EOF
+near_leave k3
+check_no_splat

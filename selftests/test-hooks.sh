@@ -36,8 +36,11 @@
 #   refused (an indirect call of it would fault).
 # - A pre-patch hook that takes its time holds kpatch's mutex, but not
 #   the module loader: while it waits, the rmmod of a module kpatch does
-#   not pin and the insmod of a module whose init fails (kpatch_test_coming
-#   go=2) both return; then the hook goes on and the patch applies.
+#   not pin, the insmod of a module whose init fails (kpatch_test_coming
+#   go=2) and that of a module whose load fails before its init, on a bad
+#   parameter value (kpatch_test_coming go=x: the loader still holds its
+#   own reference in that GOING notification) all return; then the hook
+#   goes on and the patch applies.
 #   Optional, with KPATCH_TEST_DEADLOCK=1 only (it hangs the guest where
 #   kpatch's GOING notifier waits for kpatch's mutex): such a hook
 #   registers a module notifier while an unrelated rmmod is in its GOING
@@ -677,6 +680,10 @@ check_not "kpatch_test_coming is gone" mod_loaded kpatch_test_coming
 loader_probe "insmod kpatch_test_coming go=2 (its init fails)" \
 	insmod "$KPATCH_MODDIR/kpatch_test_coming.ko" go=2
 check "insmod kpatch_test_coming go=2 fails" test "$loader_rc" != 0
+check_not "kpatch_test_coming is not loaded" mod_loaded kpatch_test_coming
+loader_probe "insmod kpatch_test_coming go=x (a bad parameter value)" \
+	insmod "$KPATCH_MODDIR/kpatch_test_coming.ko" go=x
+check "insmod kpatch_test_coming go=x fails" test "$loader_rc" != 0
 check_not "kpatch_test_coming is not loaded" mod_loaded kpatch_test_coming
 if ! held_alive; then
 	held_start hL || bail "setup: patch hL waits in its pre-patch hook again"

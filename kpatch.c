@@ -81,6 +81,7 @@
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
+#include <linux/static_call.h>
 #include <linux/sysfs.h>
 #include <linux/stop_machine.h>
 #include <linux/string.h>
@@ -198,28 +199,54 @@ static bool kpatch_mod_rw(const struct module *mod, unsigned long addr)
 }
 
 /*
- * Follow, in reading @rd, every static branch of @mod (NULL: none) whose
- * code is in [@start, @end) to where it jumps when on, as the module's jump
- * table says: on or off now, it may have been on when a task passed it.
+ * Follow, in reading @rd, what the tables of @mod (NULL: vmlinux, whose
+ * tables are not exported) say of its code in [@start, @end): where each
+ * static branch there jumps when on, on or off now, since it may have
+ * been on when a task passed it; where each instruction that may fault
+ * there goes on after the fault (its fixup).  A static call there that is
+ * a tail call may have led wherever its key ever pointed: @rd is lost.
  */
 struct kpatch_reading;
 static int kpatch_follow(struct kpatch_reading *rd, unsigned long target);
+static void kpatch_reading_lost(struct kpatch_reading *rd);
 
-static int kpatch_follow_labels(struct kpatch_reading *rd, struct module *mod,
+static int kpatch_follow_tables(struct kpatch_reading *rd, struct module *mod,
 				unsigned long start, unsigned long end)
 {
-#ifdef CONFIG_JUMP_LABEL
-	struct jump_entry *e;
+	const struct exception_table_entry *x;
+	unsigned long addr;
+	unsigned int i;
 	int ret = 0;
 
-	for (e = mod ? mod->jump_entries : NULL;
-	     mod && e < mod->jump_entries + mod->num_jump_entries && !ret; e++)
+	if (!mod)
+		return 0;
+#ifdef CONFIG_JUMP_LABEL
+	for (i = 0; i < mod->num_jump_entries && !ret; i++) {
+		struct jump_entry *e = &mod->jump_entries[i];
+
 		if (jump_entry_code(e) >= start && jump_entry_code(e) < end)
 			ret = kpatch_follow(rd, jump_entry_target(e));
-	return ret;
-#else
-	return 0;
+	}
 #endif
+#ifdef CONFIG_HAVE_STATIC_CALL_INLINE
+	for (i = 0; i < mod->num_static_call_sites; i++) {
+		struct static_call_site *site = &mod->static_call_sites[i];
+
+		addr = (unsigned long)&site->addr + site->addr;
+		if (addr >= start && addr < end &&
+		    (((unsigned long)&site->key + site->key) &
+		     STATIC_CALL_SITE_TAIL))
+			kpatch_reading_lost(rd);
+	}
+#endif
+	for (i = 0; i < mod->num_exentries && !ret; i++) {
+		x = &mod->extable[i];
+		addr = (unsigned long)&x->insn + x->insn;
+		if (addr >= start && addr < end)
+			ret = kpatch_follow(rd, (unsigned long)&x->fixup +
+						x->fixup);
+	}
+	return ret;
 }
 
 /* The sched_process_exit probe's arguments after the tracepoint's data. */
@@ -1095,7 +1122,8 @@ static int kpatch_add_range(struct kpatch_update *upd, unsigned long start,
  *   e  imm16, imm8 (enter)      v  imm16/32/64 (mov reg, imm)
  *   o  a 64-bit address (mov to or from an absolute address)
  *   f  group 3 of bytes: ModRM, an imm8 for test; F: ModRM, imm16/32
- *   j  a jump, rel8             J  a jump, rel32   c  a call, rel32
+ *   j  a jcc, rel8  k  a jmp, rel8  J  a jmp, rel32  K  a jcc, rel32
+ *   c  a call, rel32
  *   I  group 5: ModRM; indirect calls and jumps    r  ret
  *   0  escape to the two-byte map;  3 and 4: to the three-byte maps
  *      0f 38 (ModRM) and 0f 3a (ModRM, imm8)
@@ -1114,7 +1142,7 @@ static const char kpatch_op1[16][17] = {
 	"BZxBmmmmmmmmmmmm", "..........x.....",	/* 80, 90 */
 	"oooo....bz......", "bbbbbbbbvvvvvvvv",	/* a0, b0 */
 	"BBwrVVBZe.w..bx.", "mmmmxxx.mmmmmmmm",	/* c0, d0 */
-	"jjjjbbbbcJxj....", "p.pp..fF......mI",	/* e0, f0 */
+	"jjjjbbbbcJxk....", "p.pp..fF......mI",	/* e0, f0 */
 };
 
 static const char kpatch_op2[16][17] = {
@@ -1122,7 +1150,7 @@ static const char kpatch_op2[16][17] = {
 	"mmmmxxxxmmmmmmmm", "......x.3x4xxxxx",	/* 20, 30 */
 	"mmmmmmmmmmmmmmmm", "mmmmmmmmmmmmmmmm",	/* 40, 50 */
 	"mmmmmmmmmmmmmmmm", "BBBBmmm.mmxxmmmm",	/* 60, 70 */
-	"JJJJJJJJJJJJJJJJ", "mmmmmmmmmmmmmmmm",	/* 80, 90 */
+	"KKKKKKKKKKKKKKKK", "mmmmmmmmmmmmmmmm",	/* 80, 90 */
 	"...mBmmm...mBmmm", "mmmmmmmmmmBmmmmm",	/* a0, b0 */
 	"mmBmBBBm........", "mmmmmmmmmmmmmmmm",	/* c0, d0 */
 	"mmmmmmmmmmmmmmmm", "mmmmmmmmmmmmmmmm",	/* e0, f0 */
@@ -1131,7 +1159,8 @@ static const char kpatch_op2[16][17] = {
 enum kpatch_insn {
 	KPATCH_INSN_SHORT,	/* not decoded: it would end past @avail */
 	KPATCH_INSN_OTHER,
-	KPATCH_INSN_JUMP,	/* jmp or jcc to an address given in the code */
+	KPATCH_INSN_JUMP,	/* jmp to an address given in the code */
+	KPATCH_INSN_JCC,	/* jcc to an address given in the code */
 	KPATCH_INSN_INDIRECT,	/* jmp through a register or memory */
 	KPATCH_INSN_RET,
 };
@@ -1196,9 +1225,11 @@ static unsigned int kpatch_decode(const u8 *p, unsigned long avail,
 		*kind = KPATCH_INSN_RET;
 		break;
 	case 'j':
+	case 'k':
 	case 'J':
-		*kind = KPATCH_INSN_JUMP;
-		imm = c == 'j' ? 1 : 4;
+	case 'K':
+		*kind = c == 'k' || c == 'J' ? KPATCH_INSN_JUMP : KPATCH_INSN_JCC;
+		imm = c == 'j' || c == 'k' ? 1 : 4;
 		break;
 	case 'c':
 		imm = 4;
@@ -1248,7 +1279,7 @@ static unsigned int kpatch_decode(const u8 *p, unsigned long avail,
 	i += imm;
 	if (i > n)
 		goto truncated;
-	if (*kind == KPATCH_INSN_JUMP) {
+	if (*kind == KPATCH_INSN_JUMP || *kind == KPATCH_INSN_JCC) {
 		if (imm == 1) {
 			*target = addr + i + (s8)p[i - 1];
 		} else {
@@ -1332,6 +1363,11 @@ struct kpatch_reading {
 	bool lost;
 };
 
+static void kpatch_reading_lost(struct kpatch_reading *rd)
+{
+	rd->lost = true;
+}
+
 /* Follow a jump of @rd to @target. */
 static int kpatch_follow(struct kpatch_reading *rd, unsigned long target)
 {
@@ -1378,6 +1414,36 @@ static int kpatch_follow(struct kpatch_reading *rd, unsigned long target)
 }
 
 /*
+ * An INT3 where an instruction starts, other than the padding after a ret
+ * or a jmp: a kprobe (which keeps one on a jmp or jcc it cannot optimize,
+ * and emulates the jump), or code being rewritten.  The instruction under
+ * it is unknown, so @rd is lost; for a function's pieces, whatever jump it
+ * may be is followed (a 1-byte opcode with a rel8 or a rel32 after it, or
+ * a jcc's 0f under the INT3), and the code after it is read byte by byte.
+ */
+static int kpatch_follow_int3(struct kpatch_reading *rd, const u8 *p,
+			      unsigned long avail, unsigned long addr)
+{
+	s32 rel32;
+	int ret = 0;
+
+	rd->lost = true;
+	if (!rd->fn)
+		return 0;
+	if (avail >= 2)
+		ret = kpatch_follow(rd, addr + 2 + (s8)p[1]);
+	if (avail >= 5 && !ret) {
+		memcpy(&rel32, p + 1, sizeof(rel32));
+		ret = kpatch_follow(rd, addr + 5 + rel32);
+	}
+	if (avail >= 6 && (p[1] & 0xf0) == 0x80 && !ret) {
+		memcpy(&rel32, p + 2, sizeof(rel32));
+		ret = kpatch_follow(rd, addr + 6 + rel32);
+	}
+	return ret;
+}
+
+/*
  * Read the ranges of @rd to the end, adding what their jumps lead to.  The
  * code is pinned (vmlinux, or a module that a pin or the patch being
  * prepared holds), so it can be read.  It may be changing meanwhile
@@ -1387,8 +1453,9 @@ static int kpatch_follow(struct kpatch_reading *rd, unsigned long target)
  * symbol's size.  Other code that cannot be decoded is read on byte by
  * byte, each byte taken as the start of a jump, so that no jump is
  * missed: a false one leads into a function that is no piece, or makes
- * the reading lost.  A static branch of a module leads where the module's jump table
- * says, whether it is on or off; one of vmlinux only where it leads now
+ * the reading lost, as does an INT3 (kpatch_follow_int3()).  A module's own
+ * tables are read too (kpatch_follow_tables()); vmlinux's are not
+ * exported, and a static branch of vmlinux leads only where it leads now
  * (see Documentation.txt).  Without @fn, reading stops once it is lost:
  * the whole module is checked then.
  */
@@ -1396,31 +1463,45 @@ static int kpatch_read(struct kpatch_reading *rd)
 {
 	struct kpatch_update *upd = rd->upd;
 	unsigned long start, end, target, i;
+	bool bytewise, padding;
 	enum kpatch_insn kind;
 	unsigned int r, len;
-	bool bytewise;
+	const u8 *p;
 	int ret = 0;
 
 	for (r = rd->first; r < upd->nr_ranges; r++) {
 		start = upd->ranges[r].start;
 		end = upd->ranges[r].end;
 		bytewise = false;
+		padding = false;
 		for (i = 0; start + i < end; i += bytewise ? 1 : len) {
-			len = kpatch_decode((const u8 *)start + i,
-					    end - start - i, start + i, &kind,
+			p = (const u8 *)start + i;
+			len = kpatch_decode(p, end - start - i, start + i, &kind,
 					    &target);
 			if (!len && kind == KPATCH_INSN_SHORT && !bytewise)
 				break;
-			if (!len || kind == KPATCH_INSN_INDIRECT)
-				rd->lost = true;
-			bytewise |= !len;
-			if (len && kind == KPATCH_INSN_JUMP &&
-			    (target < start || target >= end))
-				ret = kpatch_follow(rd, target);
+			if (!bytewise && *p == INT3_INSN_OPCODE && !padding) {
+				ret = kpatch_follow_int3(rd, p, end - start - i,
+							 start + i);
+				bytewise = true;
+			} else {
+				if (!len || kind == KPATCH_INSN_INDIRECT)
+					rd->lost = true;
+				bytewise |= !len;
+				if (len && (kind == KPATCH_INSN_JUMP ||
+					    kind == KPATCH_INSN_JCC) &&
+				    (target < start || target >= end))
+					ret = kpatch_follow(rd, target);
+			}
 			if (ret || (rd->lost && !rd->fn))
 				return ret;
+			/* after a ret or a jmp, INT3 is padding (SLS) */
+			padding = kind == KPATCH_INSN_RET ||
+				  kind == KPATCH_INSN_JUMP ||
+				  kind == KPATCH_INSN_INDIRECT ||
+				  (padding && *p == INT3_INSN_OPCODE);
 		}
-		ret = kpatch_follow_labels(rd, rd->mod, start, end);
+		ret = kpatch_follow_tables(rd, rd->mod, start, end);
 		if (ret || (rd->lost && !rd->fn))
 			return ret;
 	}
@@ -2161,14 +2242,17 @@ static __always_inline bool kpatch_seen_unchanged(const struct kpatch_seen *s,
  * set, none of which may sleep, on PREEMPT_RT either.  Inside
  * stop_machine() nobody holds the lock (a holder has interrupts off, so
  * the stopper of its CPU cannot start before it lets go) and no probe
- * runs.  For the same reason the probes never allocate: records come from
- * a free list, which a work item keeps KPATCH_EXITING_RESERVE long, in
- * process context.  Should a task exit while the list is empty, kpatch no
- * longer knows every exiting task, and refuses every update that needs
- * the stack check from then on (kpatch_exiting_lost).
+ * runs.  Records come from a free list, which a work item keeps
+ * KPATCH_EXITING_RESERVE long, in process context; when a burst of exits
+ * has nearly emptied it, the exit probe allocates one with GFP_ATOMIC,
+ * except on PREEMPT_RT, where the slab allocator may not be called with
+ * preemption off (there the reserve is larger instead).  Should a task
+ * exit while the list is empty all the same, kpatch no longer knows every
+ * exiting task, and refuses every update that needs the stack check from
+ * then on (kpatch_exiting_lost).
  */
 #define KPATCH_EXITING_BITS	6
-#define KPATCH_EXITING_RESERVE	64
+#define KPATCH_EXITING_RESERVE	(IS_ENABLED(CONFIG_PREEMPT_RT) ? 512 : 64)
 
 struct kpatch_exiting {
 	struct hlist_node node;		/* in the set, or in the free list */
@@ -2222,14 +2306,22 @@ static bool kpatch_exiting_add(struct task_struct *task)
 /* sched_process_exit: @task is current, still on the task list. */
 static void kpatch_exit_probe(void *data, KPATCH_EXIT_PROBE_ARGS)
 {
+	struct kpatch_exiting *spare = NULL;
 	unsigned long flags;
 	bool refill;
 
+	if (!IS_ENABLED(CONFIG_PREEMPT_RT) &&
+	    READ_ONCE(kpatch_exiting_nfree) < KPATCH_EXITING_RESERVE / 4)
+		spare = kmalloc(sizeof(*spare), GFP_ATOMIC | __GFP_NOWARN);
 	raw_spin_lock_irqsave(&kpatch_exiting_lock, flags);
+	if (spare) {
+		hlist_add_head(&spare->node, &kpatch_exiting_free);
+		kpatch_exiting_nfree++;
+	}
 	refill = kpatch_exiting_add(task);
 	raw_spin_unlock_irqrestore(&kpatch_exiting_lock, flags);
 	if (refill)
-		schedule_work(&kpatch_exiting_work);
+		queue_work(system_highpri_wq, &kpatch_exiting_work);
 }
 
 /* sched_process_free: @task will never run again. */
@@ -2248,7 +2340,7 @@ static void kpatch_free_probe(void *data, struct task_struct *task)
 	}
 	raw_spin_unlock_irqrestore(&kpatch_exiting_lock, flags);
 	if (trim)
-		schedule_work(&kpatch_exiting_work);
+		queue_work(system_highpri_wq, &kpatch_exiting_work);
 }
 
 /*
@@ -4128,6 +4220,45 @@ static __cold int kpatch_disable(struct kpatch_module *kpmod,
 }
 
 /*
+ * Patch modules that registered a patch while they were still loading
+ * (from their init, or a parameter's callback): of every module, only
+ * those can go away with a patch enabled (their load failed; a live patch
+ * module cannot go, its patch pins it).  An entry stays until the
+ * module's LIVE or GOING notification.  Under kpatch_loading_lock, so
+ * that the notifier need not wait for kpatch_mutex to read it.
+ */
+struct kpatch_loading {
+	struct list_head list;
+	struct module *mod;
+};
+
+static LIST_HEAD(kpatch_loading);
+static DEFINE_SPINLOCK(kpatch_loading_lock);
+
+/*
+ * Take the entries of @mod off the list; did it have any?  @add: an entry
+ * to put on it instead.
+ */
+static bool kpatch_loading_swap(struct module *mod, struct kpatch_loading *add)
+{
+	struct kpatch_loading *l, *tmp;
+	LIST_HEAD(gone);
+	bool had;
+
+	spin_lock(&kpatch_loading_lock);
+	list_for_each_entry_safe(l, tmp, &kpatch_loading, list)
+		if (l->mod == mod)
+			list_move(&l->list, &gone);
+	if (add)
+		list_add(&add->list, &kpatch_loading);
+	spin_unlock(&kpatch_loading_lock);
+	had = !list_empty(&gone);
+	list_for_each_entry_safe(l, tmp, &gone, list)
+		kfree(l);
+	return had;
+}
+
+/*
  * May kpatch write to the @size bytes at @p for as long as a patch is
  * enabled?  kpatch links the patch and its functions into its lists and
  * fills in their private fields.  Memory of @mod must be data that stays
@@ -4188,6 +4319,7 @@ static bool kpatch_writable(const struct module *mod, const void *p,
  */
 int kpatch_register(struct kpatch_module *kpmod, bool replace)
 {
+	struct kpatch_loading *loading;
 	struct kpatch_module saved;
 	int ret;
 
@@ -4209,6 +4341,15 @@ int kpatch_register(struct kpatch_module *kpmod, bool replace)
 		pr_err("%s: the kpatch_module or its functions are not in writable memory (const, __ro_after_init or on the stack)\n",
 		       kpmod->mod->name);
 		return -EINVAL;
+	}
+
+	/* From a module still loading: see kpatch_module_going(). */
+	if (kpmod->mod->state != MODULE_STATE_LIVE) {
+		loading = kmalloc(sizeof(*loading), GFP_KERNEL);
+		if (!loading)
+			return -ENOMEM;
+		loading->mod = kpmod->mod;
+		kpatch_loading_swap(kpmod->mod, loading);
 	}
 
 	mutex_lock(&kpatch_mutex);
@@ -4257,23 +4398,16 @@ EXPORT_SYMBOL_GPL(kpatch_unregister);
 
 /*
  * A module is going away.  If it is the patch module of an enabled patch,
- * its init registered the patch and then failed (a live patch module
- * cannot go: its patch pins it).  The kernel frees such a module right
- * after its GOING notifiers, whatever its reference count, so the patch
- * must be out before this returns: kpatch tries until the stack check
- * lets it, however long that takes (see Documentation.txt).  This
- * notifier runs first (INT_MAX): the others tear the module down (its
- * static SRCU structures, its tracepoints, its static keys), and its new
- * functions must not run after that.
- *
- * Every module that kpatch has anything of (a patch module, a module of an
- * old or new function, of a hook or of a site) holds a reference of
- * kpatch's, and no reference can be taken once a module is going.  So a
- * module going away with none -- every rmmod (which goes only once it has
- * none), and every failed init but that of a patch module -- is none of
- * kpatch's business, and is let go
- * without waiting for kpatch_mutex, which an update holds while it runs
- * its hooks: the module loader never waits for an update.
+ * its load failed after it registered the patch (kpatch_loading).  The
+ * kernel frees such a module right after its GOING notifiers, whatever
+ * its reference count, so the patch must be out before this returns:
+ * kpatch tries until the stack check lets it, however long that takes
+ * (see Documentation.txt).  This notifier runs first (INT_MAX): the
+ * others tear the module down (its static SRCU structures, its
+ * tracepoints, its static keys), and its new functions must not run after
+ * that.  Any other module goes without waiting for kpatch_mutex, which an
+ * update holds while it runs its hooks: the module loader never waits for
+ * an update but for such a module's own patch.
  */
 static __cold int kpatch_module_going(struct notifier_block *nb,
 				      unsigned long action, void *data)
@@ -4282,8 +4416,8 @@ static __cold int kpatch_module_going(struct notifier_block *nb,
 	struct kpatch_module *kpmod;
 	int ret;
 
-	/* delete_module() has dropped the base reference: -1 there */
-	if (action != MODULE_STATE_GOING || module_refcount(mod) <= 0)
+	if ((action != MODULE_STATE_GOING && action != MODULE_STATE_LIVE) ||
+	    !kpatch_loading_swap(mod, NULL) || action == MODULE_STATE_LIVE)
 		return NOTIFY_DONE;
 	mutex_lock(&kpatch_mutex);
 again:
@@ -4891,6 +5025,11 @@ static void __exit kpatch_exit(void)
 	kobject_put(kpatch_patches_kobj);
 	kobject_put(kpatch_root_kobj);
 	unregister_module_notifier(&kpatch_module_nb);
+	/* a module still loading whose kpatch_register() failed */
+	while (!list_empty(&kpatch_loading))
+		kpatch_loading_swap(list_first_entry(&kpatch_loading,
+						     struct kpatch_loading,
+						     list)->mod, NULL);
 	kpatch_exiting_stop(ARRAY_SIZE(kpatch_tps));
 	kpatch_direct_unanchor();
 	kpatch_direct_table_release();

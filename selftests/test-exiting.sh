@@ -28,10 +28,11 @@
 # has not returned after a while.
 #
 # Last, with the selftests' build of kpatch.ko: when more processes exit
-# at once than kpatch has records ready, and kpatch_test_refill holds
-# back the work item that makes more, kpatch no longer knows every
-# exiting task, and refuses the next patch and its dry run with ENOMEM,
-# saying why, and changes nothing.
+# at once than kpatch has records ready, kpatch_test_refill holds back
+# the work item that makes more, and (but on PREEMPT_RT, where the exit
+# probe never allocates) the processes' own allocations fail, kpatch no
+# longer knows every exiting task, and refuses the next patch and its dry
+# run with ENOMEM, saying why, and changes nothing.
 #
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
@@ -100,9 +101,37 @@ writer_done() {
 }
 
 # The free list of exit records kpatch keeps (KPATCH_EXITING_RESERVE)
-RESERVE=64
+if uname -v | grep -q PREEMPT_RT; then
+	RT=1
+	RESERVE=512
+else
+	RT=0
+	RESERVE=64
+fi
 KPATCH_HOOKS=${KPATCH_HOOKS:-/kpatch/hooks}
+FAILSLAB=/sys/kernel/debug/failslab
+failslab_saved=
 parent=
+
+# failslab_set: fail every slab allocation, atomic ones included, of the
+# tasks that ask for it (/proc/PID/make-it-fail), and of no other task
+failslab_set() {
+	failslab_saved=$(for f in probability interval times verbose task-filter; do
+		printf '%s=%s ' "$f" "$(cat "$FAILSLAB/$f")"
+	done) || return 1
+	diag "failslab was: $failslab_saved"
+	echo Y >"$FAILSLAB/task-filter" && echo 0 >"$FAILSLAB/verbose" &&
+		echo 1 >"$FAILSLAB/interval" && echo -1 >"$FAILSLAB/times" &&
+		echo 100 >"$FAILSLAB/probability"
+}
+
+# failslab_restore: the settings before failslab_set, probability first
+failslab_restore() {
+	for f in $failslab_saved; do
+		echo "${f#*=}" >"$FAILSLAB/${f%%=*}"
+	done
+	failslab_saved=
+}
 
 # children N TEST: $parent has N children, and TEST /proc/PID holds for
 # each of them
@@ -124,6 +153,7 @@ zombie() {
 # exiting_cleanup: stop what may still run, before the cleanup unpatches
 exiting_cleanup() {
 	echo 0 >/sys/module/kpatch_test_refill/parameters/hold 2>/dev/null
+	[ -z "$failslab_saved" ] || failslab_restore
 	[ -z "$parent" ] || { kill "$parent"; wait "$parent"; } 2>/dev/null
 	churn_stop >/dev/null
 	if modparam_is kpatch_test_exit closing 1; then
@@ -324,7 +354,14 @@ check_no_splat
 start_test "more exiting tasks than kpatch can record"
 # kpatch's probes take their records from a free list, which a work item
 # refills; the selftests' build of kpatch.ko lets kpatch_test_refill hold
-# that work item back, so that exiting tasks can use the list up.
+# that work item back, so that exiting tasks can use the list up.  When
+# the list runs low, the exit probe allocates records with GFP_ATOMIC,
+# except on PREEMPT_RT: elsewhere the exiting processes make their
+# allocations fail (fault injection, which the debug kernel has).
+if [ "$RT" = 0 ] && { [ ! -d "$FAILSLAB" ] || [ ! -e /proc/self/make-it-fail ]; }; then
+	skip "the exit probe allocates here, and no CONFIG_FAILSLAB makes that fail (the debug kernel has it)"
+	exit 0
+fi
 if mod_loaded kpatch; then
 	unpatch_all || bail "setup: unpatch everything"
 	unload_kpatch || bail "setup: rmmod kpatch"
@@ -340,6 +377,7 @@ new=$(sym kpatch_test_exit_connector kpatch_test_exit) ||
 	bail "setup: find kpatch_test_exit_connector"
 diag "% echo 1 > /sys/module/kpatch_test_refill/parameters/hold"
 echo 1 >/sys/module/kpatch_test_refill/parameters/hold
+[ "$RT" = 1 ] || failslab_set || bail "setup: failslab set up ($FAILSLAB)"
 n=$((RESERVE + 16))
 # N processes hold a fifo open and wait for a line; their parent then
 # becomes a sleep, which never reaps them.  So all their records are in
@@ -350,10 +388,11 @@ diag "% $n processes exit, unreaped"
 sh -c '
 	i=0
 	while [ "$i" -lt "$2" ]; do
-		(exec 3<>"$1"; read -r _ <&3) &
+		(exec 3<>"$1"; [ "$3" = 1 ] || echo 1 >/proc/self/make-it-fail;
+		 read -r _ <&3) &
 		i=$((i + 1))
 	done
-	exec sleep 600' sh "$KP_TMP/go" "$n" &
+	exec sleep 600' sh "$KP_TMP/go" "$n" "$RT" &
 parent=$!
 wait_until children "$n" true || bail "setup: $n processes"
 seq "$n" >"$KP_TMP/go"
@@ -361,6 +400,7 @@ check "the $n processes have exited, unreaped" \
 	wait_until children "$n" zombie
 check "the refill of the free list is held back" \
 	modparam_is kpatch_test_refill held Y
+[ "$RT" = 1 ] || failslab_restore
 log_mark
 save_state
 expect_refused ENOMEM patch lost "$old" "$new"

@@ -23,9 +23,10 @@
 #     kpatch_test_sc_near_helper(), the function right behind it; a
 #     reader redirected there sleeps in a call made from the helper.
 #     With a kprobe on that jmp, unpatching the last patch into
-#     kpatch_test_sc must still fail with EBUSY naming the helper (else
-#     the module can be unloaded under the reader).  Without the kprobe
-#     it does.
+#     kpatch_test_sc must still fail with EBUSY (else the module can be
+#     unloaded under the reader): kpatch cannot read the jmp, checks the
+#     whole module, and names the reader's innermost frame in it.
+#     Without the kprobe it names the helper.
 #
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
@@ -161,8 +162,11 @@ near_enter
 probe_on kpatch_test_sc_near 0
 log_mark
 expect_refused EBUSY unpatch k2
-check_log "the log names the helper and the reader" <<EOF
-kpatch: unpatch 'k2' refused: kpatch_test_sc_near_helper+0x_/0x_ [$SC] is on the stack of pid $rpid ($rcomm)
+# kpatch cannot read the jmp under the INT3, so it checks the whole
+# module, and names the innermost of its frames on the reader's stack:
+# the helper's callee, where the reader sleeps.
+check_log "the log names the module's code and the reader" <<EOF
+kpatch: unpatch 'k2' refused: kpatch_test_sc_slow+0x_/0x_ [$SC] is on the stack of pid $rpid ($rcomm)
 EOF
 if is_patched k2; then
 	check_not "rmmod $SC refused" unload_mod "$SC"

@@ -6,8 +6,8 @@
  * tables cut out of kpatch.c (decoder.h), and feeds it `objdump -d -w` of
  * a vmlinux or of modules.  For every function it decodes the bytes
  * objdump shows, instruction by instruction, and compares each length,
- * and whether objdump's instruction is a direct jump (jmp, jcc, loop,
- * jrcxz), an indirect jump or a ret, with what kpatch_decode() says.  An
+ * and whether objdump's instruction is a direct jmp, a conditional jump
+ * (jcc, loop, jrcxz), an indirect jump or a ret, with what kpatch_decode() says.  An
  * instruction kpatch_decode() does not decode ends that function's check
  * (kpatch then reads on byte by byte, which is safe, but slower); those
  * are counted and listed, not failed.
@@ -30,7 +30,7 @@ static char name[512];
 static unsigned long nbytes, ninsns;
 static unsigned long functions, insns, bad, undecoded;
 
-/* What objdump's mnemonic says: J direct jump, I indirect, R ret, o other */
+/* What objdump's mnemonic says: J jmp, C jcc, I indirect, R ret, o other */
 static char objdump_kind(const char *asm_text)
 {
 	char mn[32] = "", mn2[32] = "";
@@ -41,8 +41,10 @@ static char objdump_kind(const char *asm_text)
 		memmove(mn, mn2, sizeof(mn));
 	if (!strcmp(mn, "ljmp") || (mn[0] == 'j' && strchr(asm_text, '*')))
 		return 'I';
-	if (mn[0] == 'j' || !strncmp(mn, "loop", 4))
+	if (!strcmp(mn, "jmp"))
 		return 'J';
+	if (mn[0] == 'j' || !strncmp(mn, "loop", 4))
+		return 'C';
 	if ((!strcmp(mn, "ret") || !strcmp(mn, "retq")) &&
 	    !strchr(asm_text, '$'))
 		return 'R';
@@ -75,6 +77,7 @@ static void check_function(void)
 		if (len == 1 && bytes[off] == 0x9b && lens[i] > 1)
 			continue;
 		k = kind == KPATCH_INSN_JUMP ? 'J' :
+		    kind == KPATCH_INSN_JCC ? 'C' :
 		    kind == KPATCH_INSN_INDIRECT ? 'I' :
 		    kind == KPATCH_INSN_RET ? 'R' : 'o';
 		if (len != lens[i] || k != kinds[i]) {

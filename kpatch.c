@@ -3,57 +3,47 @@
  * kpatch: replace whole kernel functions in a running kernel
  *
  * A patch is a set of (old function, new function) pairs that take effect
- * together.  Patches come from two places: a patch module calling
- * kpatch_register() (see kpatch.h), or a command written to
- * /sys/kernel/debug/kpatch/control.  Either way an update -- patch,
- * replace or unpatch -- lives the same way, under kpatch_mutex:
+ * together.  Patches come from a patch module calling kpatch_register() (see
+ * kpatch.h), or from a command written to /sys/kernel/debug/kpatch/control.
+ * Either way an update -- patch, replace or unpatch -- lives the same way,
+ * under kpatch_mutex, and this file reads in that order:
  *
- *   prepare        resolve and check every address, pin the modules, make
- *                  an ftrace site for each function not patched yet,
- *                  collect what the update touches, and build the sorted
- *                  ranges of code that no task may be executing; pre hooks
- *   pre-walk       walk every blocked task's stack and remember the clean
- *                  ones with their switch count (a cache: with nothing
- *                  remembered, the callback walks every task itself)
- *   stop_machine() on one CPU, while every other CPU spins:
- *     mark         the touched sites' targets to SLOW, the state UPDATING
- *     rendezvous   every other CPU has seen UPDATING
- *     check        walk every task that ran since its pre-walk, is new,
- *                  exiting, idle or a stopper: no return address in the
- *                  ranges, or the update is refused (-EBUSY)
- *     publish      stop hooks, then the new entries into the table
- *     decide       SUCCESS; FAILURE if a changed function ran meanwhile
- *     settle       each touched site's final target
- *   IDLE           the state back to IDLE
- *   grace period   synchronize_rcu(): NMIs that read the old state are done
- *   release        post hooks; retire what went out; release unused sites;
- *                  unpin
+ *   request    resolve and pin every address, once for the whole update
+ *   prepare    one try: the patches and entries it touches, a site for
+ *              each function not patched yet, the code no task may be
+ *              in, the pre hooks, the jmp sites moved onto the guard
+ *   run        a pre-walk of every blocked task's stack; stop_machine():
+ *              the targets of the touched sites to SLOW, the state to
+ *              UPDATING, a rendezvous, the stack check, the stop hooks, the
+ *              new entries published, SUCCESS or FAILURE, the final
+ *              targets; then IDLE, and an RCU grace period
+ *   commit     or unwind: the jmp sites settled, unused sites released,
+ *              post or cancel hooks, pins dropped
  *
- * A refused try undoes every step and is tried again a few times (the
- * retries and retry_delay_ms parameters), prepared anew, with no lock held
- * in between.
+ * A try that the stack check refuses is undone and tried again a few
+ * times, with no lock held in between (the retries and retry_delay_ms
+ * parameters).  Why no caller ever mixes the versions of two functions is
+ * argued in one place, at kpatch_update_cb().
  *
- * Calls to a patched function leave it at its fentry call, through an
- * ftrace direct call of kpatch's trampoline or, where the kernel does not
- * allow one, through an ftrace_ops handler; either "returns" into the
- * newest replacement instead.  Why no caller ever mixes versions is argued
- * in one place, at kpatch_update_cb().
- *
- * The file reads in that order: what differs between kernels; patches and
- * updates; the redirect (sites, targets, the state machine, the function
- * table, the slow path); the stop_machine() callback; what an update
- * touches; the stack check and the pre-walk; sites (ftrace_ops, then the
- * direct path); resolve, validate and pin; hooks; enable, disable, retry
- * and the API; debugfs and sysfs; init and exit; test hooks.
+ * Words used throughout:
+ *   entry      one function of one patch: its old and new function
+ *   site       the ftrace call site of a patched function, and how calls
+ *              leave it: through an ftrace_ops of its own whose handler
+ *              sets the return address (an ftrace_ops site), or, where
+ *              ftrace can make a direct call a jmp, straight to the newest
+ *              new function (a jmp site); a site owns its entries, newest
+ *              first, as livepatch's klp_ops owns its func_stack
+ *   part       a patch an update adds or removes; its hooks run in turn
+ *   piece      code of a function that the compiler moved elsewhere:
+ *              foo.cold, foo.part.N
+ *   way in     a new function in a module whose old function is elsewhere:
+ *              where a redirect leads tasks into the module
+ *   ranges     the code no task may be in for an update to take effect
  *
  * Functions marked __cold are the control path: parsing, resolving,
  * preparing, reporting, each run a few times per command and never on a
- * call of a patched function; inside stop_machine() only the refusal of a
- * busy update is one.  The compiler optimizes them for size, and the paths
- * that lead to them as unlikely; the redirect, the callback and the stack
- * check are compiled for speed.  (Where the compiler would drop a cold
- * function's alignment, which call padding needs, the kernel defines
- * __cold as nothing.)
+ * call of a patched function.  The redirect, the stop_machine() callback
+ * and the stack check are compiled for speed.
  *
  * Based on the kpatch core module by Seth Jennings and Josh Poimboeuf.
  */
@@ -82,9 +72,10 @@
 #include <linux/slab.h>
 #include <linux/sort.h>
 #include <linux/static_call.h>
-#include <linux/sysfs.h>
 #include <linux/stop_machine.h>
 #include <linux/string.h>
+#include <linux/string_helpers.h>
+#include <linux/sysfs.h>
 #include <linux/tracepoint.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
@@ -96,14 +87,10 @@
 #include <asm/pgtable.h>
 #include <asm/text-patching.h>
 #include <asm/unwind.h>
-#include <asm/unwind_hints.h>
 
 #include "kpatch.h"
 
-/*
- * What the kernel must provide.  Each of these is needed by a step above;
- * failing here is kinder than a module that loads and then cannot patch.
- */
+/* What the kernel must provide: failing here beats a module that cannot patch. */
 #ifndef CONFIG_X86_64
 #error "kpatch needs x86_64: it walks stacks with the x86 unwinder"
 #endif
@@ -123,24 +110,16 @@
 #ifndef CONFIG_HAVE_RELIABLE_STACKTRACE
 #error "kpatch needs reliable stack traces (CONFIG_HAVE_RELIABLE_STACKTRACE)"
 #endif
-#ifndef CONFIG_KALLSYMS
-#error "kpatch needs CONFIG_KALLSYMS to check addresses"
-#endif
-#ifndef CONFIG_DEBUG_FS
-#error "kpatch needs CONFIG_DEBUG_FS for its control file"
-#endif
-#ifndef CONFIG_SYSFS
-#error "kpatch needs CONFIG_SYSFS for /sys/kernel/kpatch"
-#endif
-#ifndef CONFIG_TRACEPOINTS
-#error "kpatch needs CONFIG_TRACEPOINTS to follow exiting tasks"
+#if !defined(CONFIG_KALLSYMS) || !defined(CONFIG_DEBUG_FS) || \
+	!defined(CONFIG_SYSFS) || !defined(CONFIG_TRACEPOINTS)
+#error "kpatch needs KALLSYMS, DEBUG_FS, SYSFS and TRACEPOINTS"
 #endif
 
 /*
- * What differs between the kernels kpatch builds for, in one place, so
- * that the code below reads the same on all of them.  Kbuild tells two
- * differences from the headers (KPATCH_FTRACE_DIRECT_MULTI,
- * KPATCH_EXIT_GROUP_DEAD); Documentation.txt lists which kernel has what.
+ * What differs between the kernels kpatch builds for, in one place, chosen
+ * by what each kernel provides, so that the code below reads the same on
+ * all of them.  Kbuild tells one difference from the headers
+ * (KPATCH_EXIT_GROUP_DEAD); Documentation.txt lists which kernel has what.
  */
 
 /* Set the return address of an ftrace call: the redirect itself. */
@@ -158,6 +137,47 @@
 #else
 #define KPATCH_FOPS_FLAGS	(FTRACE_OPS_FL_IPMODIFY | FTRACE_OPS_FL_PERMANENT | \
 				 FTRACE_OPS_FL_SAVE_REGS)
+#endif
+
+/*
+ * ftrace's direct calls, where ftrace can make one a jmp (an odd direct
+ * address): a jmp site's fentry jumps straight to its new function.
+ */
+#ifdef CONFIG_DYNAMIC_FTRACE_WITH_JMP
+#define KPATCH_JMP			1
+#define kpatch_direct_set(ops, addr)	register_ftrace_direct(ops, addr)
+#define kpatch_direct_move(ops, addr)	modify_ftrace_direct(ops, addr)
+#define kpatch_direct_clear(ops, addr)	unregister_ftrace_direct(ops, addr, true)
+#define kpatch_jmp_to(addr)		ftrace_jmp_set(addr)
+#else
+#define KPATCH_JMP			0
+#define kpatch_direct_set(ops, addr)	((void)(ops), (void)(addr), -EOPNOTSUPP)
+#define kpatch_direct_move(ops, addr)	((void)(ops), (void)(addr), -EOPNOTSUPP)
+#define kpatch_direct_clear(ops, addr)	((void)(ops), (void)(addr), -EOPNOTSUPP)
+#define kpatch_jmp_to(addr)		(addr)
+#endif
+
+/* Call depth accounting in a trampoline, where the kernel tracks it. */
+#ifndef CALL_DEPTH_ACCOUNT
+#define CALL_DEPTH_ACCOUNT ""
+#endif
+
+/*
+ * Wait until no CPU is in a section with preemption off that began before:
+ * where tracing may run while RCU does not watch, plain RCU does not wait
+ * for those, and ftrace uses the "rude" flavour of RCU tasks.
+ */
+#ifdef CONFIG_TASKS_RUDE_RCU
+#define kpatch_sync_preempt_off()	synchronize_rcu_tasks_rude()
+#else
+#define kpatch_sync_preempt_off()	synchronize_rcu()
+#endif
+
+/* The sched_process_exit probe's arguments after the tracepoint's data. */
+#ifdef KPATCH_EXIT_GROUP_DEAD
+#define KPATCH_EXIT_PROBE_ARGS	struct task_struct *task, bool group_dead
+#else
+#define KPATCH_EXIT_PROBE_ARGS	struct task_struct *task
 #endif
 
 /*
@@ -249,19 +269,11 @@ static int kpatch_follow_tables(struct kpatch_reading *rd, struct module *mod,
 	return ret;
 }
 
-/* The sched_process_exit probe's arguments after the tracepoint's data. */
-#ifdef KPATCH_EXIT_GROUP_DEAD
-#define KPATCH_EXIT_PROBE_ARGS	struct task_struct *task, bool group_dead
-#else
-#define KPATCH_EXIT_PROBE_ARGS	struct task_struct *task
-#endif
-
 /*
  * Is there an ENDBR at @addr: a live one, or with @sealed_too also the
  * kernel's sealed replacement?  The test of is_endbr(), open-coded: it is
  * not exported everywhere, and takes the instruction on some kernels, a
- * pointer on others; gen_endbr() and gen_endbr_poison() are inline.
- * Without IBT there is none, and ENDBR_INSN_SIZE is 0.
+ * pointer on others.  Without IBT there is none, and ENDBR_INSN_SIZE is 0.
  */
 #ifdef CONFIG_X86_KERNEL_IBT
 static bool kpatch_endbr(unsigned long addr, bool sealed_too)
@@ -281,40 +293,6 @@ static bool kpatch_endbr(unsigned long addr, bool sealed_too)
 }
 #endif
 
-/*
- * Wait until no CPU is in a section with preemption off that began before:
- * where tracing may run while RCU does not watch, plain RCU does not wait
- * for those, and ftrace uses the "rude" flavour of RCU tasks.
- */
-#ifdef CONFIG_TASKS_RUDE_RCU
-#define kpatch_sync_preempt_off()	synchronize_rcu_tasks_rude()
-#else
-#define kpatch_sync_preempt_off()	synchronize_rcu()
-#endif
-
-/* Call depth accounting in a trampoline, where the kernel tracks it. */
-#ifndef CALL_DEPTH_ACCOUNT
-#define CALL_DEPTH_ACCOUNT ""
-#endif
-
-/*
- * The ftrace_ops-based direct-call API, and whether kpatch must keep one
- * direct call registered from load to unload (see kpatch_direct_anchor()).
- */
-#ifdef KPATCH_FTRACE_DIRECT_MULTI
-#define kpatch_direct_ops_register(ops) \
-	register_ftrace_direct_multi(ops, (unsigned long)kpatch_direct_tramp)
-#define kpatch_direct_ops_unregister(ops) \
-	unregister_ftrace_direct_multi(ops, (unsigned long)kpatch_direct_tramp)
-#define KPATCH_DIRECT_ANCHOR	1
-#else
-#define kpatch_direct_ops_register(ops) \
-	register_ftrace_direct(ops, (unsigned long)kpatch_direct_tramp)
-#define kpatch_direct_ops_unregister(ops) \
-	unregister_ftrace_direct(ops, (unsigned long)kpatch_direct_tramp, false)
-#define KPATCH_DIRECT_ANCHOR	0
-#endif
-
 /* Test builds call a hook at points of an update; see the end of the file. */
 #ifdef KPATCH_TEST_HOOKS
 static void kpatch_test_point(enum kpatch_test_point point);
@@ -329,12 +307,10 @@ static void kpatch_test_point(enum kpatch_test_point point);
 #define KPATCH_ECHO_MAX		32
 
 /*
- * When the stack check refuses an update (a function in use, a stack that
- * cannot be walked, a patched function called during the update), kpatch
- * sleeps and tries again, up to kpatch_retries more times, before it fails
- * with -EBUSY.  It holds no lock while it sleeps (see kpatch_retry()); the
- * values are capped all the same, so that a typo cannot keep a command
- * waiting for hours.  Both are read at each try.
+ * When the stack check refuses an update, kpatch sleeps and tries again,
+ * up to kpatch_retries more times, before it fails with -EBUSY.  It holds
+ * no lock while it sleeps; the values are capped all the same, so that a
+ * typo cannot keep a command waiting for hours.  Both are read at each try.
  */
 #define KPATCH_RETRIES_MAX		100U
 #define KPATCH_RETRY_DELAY_MS_MAX	10000U
@@ -350,293 +326,162 @@ MODULE_PARM_DESC(retry_delay_ms,
 		 "milliseconds to sleep before each retry (default 20, at most 10000)");
 
 /*
- * Redirect through an ftrace direct call where the kernel allows it (see
- * "The ftrace redirect").  Read when a function is first patched; a site
- * keeps its way until no patch uses the function any more.
+ * Make jmp sites where the kernel allows them.  Read when a function is
+ * first patched; a site keeps its way until no patch uses the function.
  */
 static bool kpatch_direct = true;
 module_param_named(direct, kpatch_direct, bool, 0644);
 MODULE_PARM_DESC(direct,
-		 "redirect through ftrace direct calls where possible (default Y); N: always the ftrace_ops path");
+		 "where ftrace makes direct calls jmps, jump straight to the new function (default Y); N: always the ftrace_ops path");
 
 /* ------------------------------------------------------------------------
- * Patches and updates
+ * Patches, entries and sites
  */
 
 /*
  * kpatch_mutex serialises every try of an update and every process-context
- * reader of the patch list and the function table.  The function table is
- * only ever written inside stop_machine() called with this mutex held, so a
- * holder of the mutex sees a table that nobody else can change.  An update
- * that waits between tries has dropped it (see kpatch_retry()).
+ * reader of the patches and the sites.  Entries are published into and
+ * taken out of their sites only inside stop_machine() called with this
+ * mutex held, so a holder of the mutex sees sites that nobody else
+ * changes.  An update that waits between tries has dropped it (see
+ * kpatch_retry()).
  */
 static DEFINE_MUTEX(kpatch_mutex);
+
+/* What an update in flight does to an entry (see the state machine). */
+enum kpatch_op {
+	KPATCH_OP_NONE,
+	KPATCH_OP_PATCH,	/* being added */
+	KPATCH_OP_UNPATCH,	/* being taken out */
+};
+
+/* One function of a patch: its old and new function, and its site. */
+struct kpatch_entry {
+	struct hlist_node node;		/* in site->entries while published */
+	struct kpatch_site *site;	/* while the patch is tried or enabled */
+	unsigned long old_addr, old_size, new_addr, new_size;
+	unsigned long ip;		/* the old function's ftrace call site */
+	struct module *old_mod, *new_mod;	/* pinned; NULL: vmlinux */
+	enum kpatch_op op;
+};
+
+/*
+ * kpatch's record of a patch, from its request to its removal.  A patch
+ * module's struct kpatch_module is only read, but for ->name while the
+ * patch is tried or enabled and ->enabled; a patch from the control file
+ * has a struct kpatch_module of kpatch's own (@own), for its hooks.
+ */
+struct kpatch_patch {
+	struct list_head list;		/* in kpatch_patches while enabled */
+	struct kpatch_module *kpmod;
+	bool own;
+	struct kobject *kobj;		/* /sys/kernel/kpatch/patches/NAME */
+	struct module *pins[KPATCH_NR_HOOKS + 2];	/* patch module, hooks, kpatch */
+	unsigned int nr;
+	struct kpatch_entry entries[];
+};
+
+#define KPATCH_PIN_PATCH	KPATCH_NR_HOOKS
+#define KPATCH_PIN_SELF		(KPATCH_NR_HOOKS + 1)
 
 /* Enabled patches, oldest first.  Protected by kpatch_mutex. */
 static LIST_HEAD(kpatch_patches);
 
 /*
- * A patch's pins, one slot each, NULL where nothing is pinned (vmlinux):
- * the patch module, then the modules of each function's old and new
- * function, then kpatch itself, then the module of each hook.  The slots
- * say which module holds which function: the sites and the stack check of
- * an unpatch need that.
- */
-#define KPATCH_PIN_OLD(i)	(1 + 2 * (i))
-#define KPATCH_PIN_NEW(i)	(2 + 2 * (i))
-#define KPATCH_PIN_SELF(n)	(1 + 2 * (n))
-#define KPATCH_PIN_HOOK(n, h)	(2 + 2 * (n) + (h))
-
-/* The names of the hooks, in the control file, the patches file and the log. */
-static const char * const kpatch_hook_names[KPATCH_NR_HOOKS] = {
-	[KPATCH_PRE_PATCH]	= "pre-patch",
-	[KPATCH_STOP_PATCH]	= "stop-patch",
-	[KPATCH_UNDO_PATCH]	= "undo-patch",
-	[KPATCH_POST_PATCH]	= "post-patch",
-	[KPATCH_PRE_UNPATCH]	= "pre-unpatch",
-	[KPATCH_STOP_UNPATCH]	= "stop-unpatch",
-	[KPATCH_UNDO_UNPATCH]	= "undo-unpatch",
-	[KPATCH_POST_UNPATCH]	= "post-unpatch",
-};
-
-/* A code range [start, end) that must not be on any stack. */
-struct kpatch_range {
-	unsigned long start;
-	unsigned long end;
-};
-
-/* Why the stack check refused an update. */
-enum kpatch_refusal {
-	KPATCH_OK,
-	KPATCH_BUSY,		/* an affected function is on a stack */
-	KPATCH_UNRELIABLE,	/* a stack could not be walked reliably */
-	KPATCH_RAN,		/* a patched function ran during the update */
-	KPATCH_LOST,		/* an exiting task could not be recorded */
-	KPATCH_HOOK,		/* a stop hook failed */
-};
-
-/* At most this many tasks that block an update are listed by `check`. */
-#define KPATCH_CHECK_MAX	64
-
-/* A task in the way of a dry run: @addr, or 0 if its stack is unreliable. */
-struct kpatch_blocker {
-	unsigned long addr;
-	pid_t pid;
-	char comm[TASK_COMM_LEN];
-};
-
-/* What a dry run (`check`) found: the blockers it lists, and how many more. */
-struct kpatch_check {
-	struct kpatch_blocker *blockers;
-	unsigned int nr, more;
-};
-
-/*
- * A task whose stack the pre-walk found clean, walked while the task could
- * not run, and what it takes to trust that walk inside stop_machine(): the
- * same task (pointer, pid and start time: a task_struct freed and reused
- * has another pid or start time) that has not been switched out since
- * (the same nvcsw + nivcsw).  See the pre-walk, below.
- */
-struct kpatch_seen {
-	struct task_struct *task;
-	unsigned long switches;		/* nvcsw + nivcsw at the walk */
-	u64 start_time;
-	pid_t pid;
-};
-
-/*
- * One update, on the stack of kpatch_enable() or kpatch_disable(), and
- * handed to the stop_machine() callback, which only checks stacks and
- * relinks what was prepared beforehand.  Its members have three
- * lifetimes, and each group says who owns it:
+ * A site: the ftrace call site of a patched function, with its entries,
+ * newest first, the first of which runs.  It is made before the update
+ * that first patches its function, and released after the update that
+ * leaves it no entry.  Calls leave it one of two ways:
  *
- *  - the request, set by the caller for the whole update (every try);
- *  - one try's arrays, allocated by kpatch_try() or kpatch_dry_run() and
- *    freed before it returns, on success and on every failure;
- *  - what the stop_machine() callback writes during one try, for the
- *    caller to read after it.
- */
-struct kpatch_update {
-	/* The request.  The caller owns the patches (see kpatch_enable()). */
-	const char *verb;		/* "patch", "replace" or "unpatch" */
-	struct kpatch_module *add;	/* patch to publish, or NULL */
-	struct kpatch_module *remove;	/* patch to take out, or NULL */
-	bool replace;			/* also take out every other patch */
-	struct kpatch_check *check;	/* dry run: the caller's; or NULL */
-
-	/*
-	 * One try, from kpatch_collect(), freed by kpatch_uncollect(): the
-	 * parts (the patches whose hooks the update runs, in the order they
-	 * run: those it removes, newest first, then the one it adds), and
-	 * the functions of the parts in the same order: those taken out,
-	 * then from touched[first_add] on those published.
-	 */
-	struct kpatch_module **parts;
-	unsigned int nr_parts;
-	struct kpatch_func **touched;
-	unsigned int nr_touched;
-	unsigned int first_add;
-
-	/*
-	 * One try, from kpatch_build_ranges(), freed by kpatch_free_ranges():
-	 * the code no task may be in, sorted and disjoint; the modules checked
-	 * whole but for their own kernel threads; new records of ways into
-	 * modules (kpatch_add_reaches()), kept if the update takes effect.
-	 */
-	struct kpatch_range *ranges;
-	unsigned int nr_ranges, max_ranges;
-	struct module **whole;
-	unsigned int nr_whole;
-	struct kpatch_ways_in **ways;
-	unsigned int nr_ways;
-
-	/*
-	 * One pre-walk, from kpatch_prewalk(), freed by kpatch_forget():
-	 * clean tasks in task list order, and the same entries sorted by
-	 * task pointer.  nr_seen is 0 when nothing is known.
-	 */
-	struct kpatch_seen *seen;
-	struct kpatch_seen **seen_by_task;
-	unsigned int nr_seen, max_seen;
-
-	/*
-	 * One try, from kpatch_collect_sites(), freed by kpatch_try() after
-	 * the callback: the sites whose version the update may change.
-	 */
-	struct kpatch_site **sites;
-	unsigned int nr_sites;
-
-	/* The rendezvous at the start of the callback, see there. */
-	atomic_t cpus_in;		/* CPUs that entered the callback */
-	atomic_t cpus_seen;		/* other CPUs that saw UPDATING */
-
-	/* Written by the callback when it refuses; read by the caller. */
-	enum kpatch_refusal refusal;
-	unsigned long busy_addr;
-	pid_t busy_pid;
-	char busy_comm[TASK_COMM_LEN];
-	struct kpatch_module *hook_patch;	/* KPATCH_HOOK: whose hook */
-	enum kpatch_hook hook;			/* which one */
-	int hook_ret;				/* and what it returned */
-};
-
-static struct kobject *kpatch_root_kobj;
-struct kobject *kpatch_patches_kobj;
-EXPORT_SYMBOL_GPL(kpatch_patches_kobj);
-
-static struct dentry *kpatch_debugfs_dir;
-
-/* ------------------------------------------------------------------------
- * The redirect: sites, targets and the state machine
- */
-
-/*
- * A site is the fentry call of one patched function, and the way its calls
- * reach the replacement: an ftrace direct call into kpatch_direct_tramp
- * (a direct site), or an IPMODIFY ftrace_ops of its own whose handler sets
- * the return address (an ftrace_ops site).  A site is made before the
- * update that first patches its function, and released after the update
- * that leaves no entry for it.  Sites are made, found and freed under
- * kpatch_mutex, in kpatch_site_hash.
+ *  - an ftrace_ops site: the IPMODIFY ftrace_ops below, whose handler sets
+ *    the address ftrace returns to from the site's @target, which the fast
+ *    path reads without a lock: above KPATCH_TARGET_SLOW the new function
+ *    to run; 0 none, the old function runs; KPATCH_TARGET_SLOW an update is
+ *    changing the site, and the call takes the state machine.  Targets are
+ *    written only by the stop_machine() callback, and when a site is made;
+ *  - a jmp site (@jmp set, where ftrace makes direct calls jmps): its
+ *    fentry is a direct call of @jmp.  While no update touches the site,
+ *    @jmp is the newest new function, as a jmp (kpatch_jmp_to()): calls go
+ *    there without any code of kpatch.  An update moves it to the guard
+ *    (kpatch_guard) before its stop_machine() and back to a jmp after its
+ *    grace period (kpatch_sites_guard(), kpatch_sites_settle()).
  *
  * A site holds a reference on the module of its function and on kpatch
- * itself for as long as it hooks the function (kpatch_site_alloc() and
- * kpatch_site_free()), whatever the patches do: a direct site can outlive
- * the last patch of its function (see struct kpatch_group), and a site
- * whose removal failed stays for good.  So no module is unloaded, and
- * neither is kpatch.ko, while an fentry call still leads into kpatch.
- *
- * Each site has a target, which the fast paths read without any lock:
- *  - an address above KPATCH_TARGET_SLOW: the new function to run;
- *  - 0: no entry; the old function runs;
- *  - KPATCH_TARGET_SLOW: an update is changing this function; the call
- *    goes through the state machine below (kpatch_redirect_slow()).
- * Targets are written only by the stop_machine() callback, and when a site
- * is made (0, before any call can reach it).  A direct site's target is in
- * its slot of kpatch_direct_table, next to its key, in the form the
- * trampoline returns to (see kpatch_site_settle()); an ftrace_ops site's is
- * next to its ftrace_ops (struct kpatch_fops), where the handler finds it.
+ * itself for as long as it hooks the function, so neither can be unloaded
+ * while an fentry call leads into kpatch.  Sites are made, found and freed
+ * under kpatch_mutex; the guard's slow path also finds them from any
+ * context, in kpatch_sites under RCU.
  */
 #define KPATCH_TARGET_SLOW	1UL
 
-struct kpatch_fops {
-	struct ftrace_ops ops;		/* filter: the site's ip */
-	unsigned long target;
-};
-
-/*
- * Direct sites are made in groups, one per update, that share one direct
- * ftrace_ops: registering and unregistering an ftrace_ops costs a code
- * update and an RCU-tasks grace period, and a patch of a thousand
- * functions should not pay that a thousand times.  A site whose function
- * is no longer patched stays in its group with target 0 (its calls go on
- * to the old function after a few instructions in the trampoline) until
- * every site of the group is unused; then the group goes.
- */
-struct kpatch_group {
-	struct ftrace_ops ops;
-	struct list_head sites;
-};
-
 struct kpatch_site {
-	struct hlist_node node;		/* in kpatch_site_hash */
+	struct ftrace_ops ops;		/* filter: @ip */
 	unsigned long ip;
-	struct module *mod;		/* pinned: the module of ip, or NULL */
-	struct kpatch_group *grp;	/* direct site: its group */
-	struct list_head grp_node;	/* direct site: in grp->sites */
-	struct kpatch_direct_slot *slot; /* direct site: in kpatch_direct_table */
-	struct kpatch_fops *fops;	/* ftrace_ops site */
+	unsigned long target;		/* ftrace_ops site */
+	unsigned long jmp;		/* jmp site: its direct address; or 0 */
+	struct hlist_head entries;	/* newest first */
+	struct hlist_node node;		/* in kpatch_sites */
+	struct module *mod;		/* pinned: the module of @ip, or NULL */
 };
+
+#define KPATCH_SITE_BITS	7
+static DEFINE_HASHTABLE(kpatch_sites, KPATCH_SITE_BITS);
+
+/* The site at @ip, or NULL.  From any context: it only reads under RCU. */
+static struct kpatch_site *notrace kpatch_site_find(unsigned long ip)
+{
+	struct kpatch_site *site;
+
+	hash_for_each_possible_rcu_notrace(kpatch_sites, site, node, ip)
+		if (site->ip == ip)
+			return site;
+	return NULL;
+}
+
+/* The entry that runs for @site when no update is in flight, or NULL. */
+static struct kpatch_entry *kpatch_top(struct kpatch_site *site)
+{
+	return hlist_entry_safe(rcu_dereference_raw(hlist_first_rcu(&site->entries)),
+				struct kpatch_entry, node);
+}
+
+/* ------------------------------------------------------------------------
+ * The redirect and the state machine
+ */
 
 /*
  * The state machine that keeps the redirect consistent while an update
- * changes the table under it.
+ * changes the entries under it.
  *
- *         +-----------------------------------------------------+
- *         |                                                     |
- *         |                                                     +
- *         v                                     +---> KPATCH_STATE_SUCCESS
- * KPATCH_STATE_IDLE +---> KPATCH_STATE_UPDATING |
- *         ^                                     +---> KPATCH_STATE_FAILURE
- *         |                                                     +
- *         |                                                     |
- *         +-----------------------------------------------------+
+ *                     +---> SUCCESS ---+
+ *   IDLE ---> UPDATING                 +---> IDLE
+ *                     +---> FAILURE ---+
  *
- * The fast paths of the redirect read only a site's target (see struct
- * kpatch_site); the state machine guards the slow path, which the calls of
- * every function an update changes take while the update runs (the
- * update sets their targets to KPATCH_TARGET_SLOW first).  Outside
+ * The fast paths (an ftrace_ops site's target, a jmp site's jmp) look at no
+ * state; the state machine guards the slow path, which the calls of every
+ * site an update changes take while the update runs.  Outside
  * stop_machine() neither can change under a caller: the only writer is the
- * stop_machine() callback.  Inside it, two kinds of caller can still run
- * concurrently with the writer: NMIs on any CPU, and the functions the
- * other CPUs call while they spin in the stop_machine() loop.
+ * stop_machine() callback.  Inside it, two kinds of caller still run next
+ * to the writer: NMIs on any CPU, and the functions the other CPUs call
+ * while they spin in the stop_machine() loop.
  *
- * A caller that calls several changed functions (an NMI handler calling
- * f, then g) gets them all from one version: the whole argument is at
- * kpatch_update_cb(), after the slow path.
+ * IDLE: no update changes the entries; the first entry of a site runs, and
+ * entry->op is ignored.
+ * UPDATING: set by the callback before the stack check; the update may
+ * have published part of its entries.  A caller that finds it moves it to
+ * FAILURE (and records which function it called), which makes the update
+ * roll back: the caller is proof that a function the update changes ran
+ * during it, which is what the stack check refuses.
+ * FAILURE: the update will not take effect.  Entries being added are
+ * skipped, those being taken out still count: every caller sees the old
+ * version.
+ * SUCCESS: the update has published all its entries and wins.  Entries
+ * being taken out are skipped even before they are unlinked: every caller
+ * sees the new version.
  *
- * KPATCH_STATE_IDLE: no update is changing the table.  The first entry for a
- * function is the one that runs; func->op is ignored.
- *
- * KPATCH_STATE_UPDATING: set by the callback when it starts, before the
- * stack check; the update may have published part of its entries.  A caller that
- * finds this state moves it to FAILURE (and records which function it
- * called), which makes the update roll back: the caller is proof that a
- * patched function ran during the update, the same thing the stack check
- * refuses.
- *
- * KPATCH_STATE_FAILURE: the update will not take effect.  Entries with
- * op == KPATCH_OP_PATCH are skipped; entries being removed (KPATCH_OP_UNPATCH)
- * are still in the table and still count.  Every caller sees the old version.
- *
- * KPATCH_STATE_SUCCESS: the update has published all its entries and wins.
- * Entries with op == KPATCH_OP_UNPATCH are skipped even before they are
- * unlinked.  Every caller sees the new version.
- *
- * After stop_machine() the writer returns to IDLE, then waits with
- * synchronize_rcu() for callers (NMIs) that read the state before that,
- * and only then clears func->op and frees unlinked entries.
+ * After stop_machine() the writer returns to IDLE, waits with
+ * synchronize_rcu() for the callers (NMIs) that read the state before,
+ * and only then clears entry->op and frees what went out.
  */
 enum {
 	KPATCH_STATE_IDLE,
@@ -648,104 +493,15 @@ enum {
 static atomic_t kpatch_state = ATOMIC_INIT(KPATCH_STATE_IDLE);
 
 /*
- * The function whose call moved UPDATING to FAILURE, and whether the call
- * came from an NMI, for the log.  Interrupts are off on every CPU inside
- * stop_machine(), so any other such call came from kpatch's own update
- * path: a stopper's loop or the stack check itself.  That function is
- * called during every try, and can never be patched.
+ * The function whose call moved UPDATING to FAILURE, and whether that call
+ * came from an NMI or from a stop or undo hook (run on kpatch_hook_cpu),
+ * for the log.  Interrupts are off on every CPU inside stop_machine(), so
+ * any other such call came from kpatch's own update path: a stopper's loop
+ * or the stack check itself, and that function can never be patched.
  */
 static unsigned long kpatch_failed_ip;
-static bool kpatch_failed_nmi;
-
-/*
- * The CPU on which the callback runs a stop or undo hook, or -1; and
- * whether the call that moved UPDATING to FAILURE came from such a hook
- * (it called a function that its own update changes).
- */
+static bool kpatch_failed_nmi, kpatch_failed_hook;
 static int kpatch_hook_cpu = -1;
-static bool kpatch_failed_hook;
-
-/* ------------------------------------------------------------------------
- * The function table
- */
-
-/*
- * The function table: every enabled kpatch_func, hashed by ftrace location.
- * Entries for the same function are chained newest first, so the first
- * match is the one that runs.  Writers: only the stop_machine() callback.
- * Readers: the slow path of the redirect, in any context including NMI
- * (see the state machine above), and holders of kpatch_mutex.
- */
-#define KPATCH_HASH_BITS	10
-static DEFINE_HASHTABLE(kpatch_func_hash, KPATCH_HASH_BITS);
-
-/*
- * Find the entry that runs for a call of @ip, given the @state read by the
- * caller.  Runs in the redirect's slow path, in any context: notrace, lockless.
- */
-static struct kpatch_func *notrace kpatch_find_func(unsigned long ip, int state)
-{
-	struct kpatch_func *func;
-
-	hash_for_each_possible_rcu_notrace(kpatch_func_hash, func, node, ip) {
-		if (func->ip != ip)
-			continue;
-		if (state == KPATCH_STATE_FAILURE && func->op == KPATCH_OP_PATCH)
-			continue;
-		if (state == KPATCH_STATE_SUCCESS && func->op == KPATCH_OP_UNPATCH)
-			continue;
-		return func;
-	}
-	return NULL;
-}
-
-/*
- * The first entry for @ip: the one that runs when no update is in flight.
- * For the holder of kpatch_mutex, and for the stop_machine() callback,
- * which runs on its behalf.
- */
-static struct kpatch_func *kpatch_first_func(unsigned long ip)
-{
-	struct kpatch_func *func;
-
-	hash_for_each_possible(kpatch_func_hash, func, node, ip)
-		if (func->ip == ip)
-			return func;
-	return NULL;
-}
-
-/* The entry that currently runs for @ip.  Caller holds kpatch_mutex. */
-static struct kpatch_func *kpatch_top_func(unsigned long ip)
-{
-	lockdep_assert_held(&kpatch_mutex);
-	return kpatch_first_func(ip);
-}
-
-static struct kpatch_module *kpatch_find_patch(const char *name)
-{
-	struct kpatch_module *kpmod;
-
-	list_for_each_entry(kpmod, &kpatch_patches, list)
-		if (!strcmp(kpmod->name, name))
-			return kpmod;
-	return NULL;
-}
-
-/* Is @addr the start of an old or new function of any enabled patch? */
-static bool kpatch_in_table(unsigned long addr, bool as_old, bool replace)
-{
-	struct kpatch_module *kpmod;
-	int i;
-
-	if (replace)	/* every enabled patch is about to go */
-		return false;
-	list_for_each_entry(kpmod, &kpatch_patches, list)
-		for (i = 0; i < kpmod->num_funcs; i++)
-			if (addr == (as_old ? kpmod->funcs[i].old_addr :
-					      kpmod->funcs[i].new_addr))
-				return true;
-	return false;
-}
 
 /*
  * Set the state to SUCCESS or FAILURE if it is UPDATING, and return the
@@ -768,227 +524,689 @@ static int notrace kpatch_state_finish(int state, unsigned long ip)
 }
 
 /*
- * The slow path of both redirects, for a call of the site at @ip whose
- * target said KPATCH_TARGET_SLOW: the seed's state machine.  Returns the
- * function to run, or 0 for the old one.
+ * The slow path of both redirects, for a call of @site whose fast path said
+ * an update is changing it: the function to run, or 0 for the old one.
  *
  * It runs in any context, NMI included, and calls nothing traceable.
  * Disabling preemption makes it an RCU read-side section for the
  * synchronize_rcu() after an update, and keeps this CPU's stopper thread
  * from answering the update's rendezvous while it runs.
  */
-static noinline unsigned long notrace kpatch_redirect_slow(unsigned long ip)
+static noinline unsigned long notrace kpatch_redirect_slow(struct kpatch_site *site)
 {
-	struct kpatch_func *func;
+	struct kpatch_entry *e;
 	int state;
 
 	preempt_disable_notrace();
 	/*
-	 * IDLE: no update runs, or it finished and every target it changed
-	 * is final, or it has marked its sites but not yet left IDLE; the
-	 * first entry runs.  No update can start changing the table before
-	 * we are done: its callback waits for this CPU's stopper (see
-	 * kpatch_update_cb()).  Otherwise an update is in flight: UPDATING
-	 * becomes FAILURE, and the state picks the version.
+	 * IDLE: no update runs, or it finished and every site it changed is
+	 * final, or it has marked its sites but not yet left IDLE; the first
+	 * entry runs.  No update can change the entries before we are done:
+	 * its callback waits for this CPU's stopper (kpatch_update_cb()).
 	 */
 	state = atomic_read(&kpatch_state);
 	if (state != KPATCH_STATE_IDLE)
-		state = kpatch_state_finish(KPATCH_STATE_FAILURE, ip);
+		state = kpatch_state_finish(KPATCH_STATE_FAILURE, site->ip);
 	/*
-	 * Read func->op and the table only after the state.  Pairs with the
-	 * smp_wmb() after KPATCH_STATE_UPDATING and the one before
-	 * KPATCH_STATE_SUCCESS in kpatch_update_cb().
+	 * Read entry->op and the entries only after the state.  Pairs with
+	 * the smp_wmb() after UPDATING and the one before SUCCESS in
+	 * kpatch_update_cb().
 	 */
 	smp_rmb();
-	func = kpatch_find_func(ip, state);
+	hlist_for_each_entry_rcu_notrace(e, &site->entries, node)
+		if (!(state == KPATCH_STATE_FAILURE && e->op == KPATCH_OP_PATCH) &&
+		    !(state == KPATCH_STATE_SUCCESS && e->op == KPATCH_OP_UNPATCH))
+			break;
 	preempt_enable_notrace();
-	return func ? func->new_addr : 0;
+	return e ? e->new_addr : 0;
 }
 
 /*
- * The ftrace_ops path: called by ftrace at the fentry call of an
- * ftrace_ops site, it sets the address ftrace returns to, so that the call
- * continues in the replacement.  The fast path is a load and a compare more
- * than the least any IPMODIFY handler does.  It may be preempted between
- * reading the target and using it; the task then has the old function's
- * fentry return address on its stack, which the stack check of every
- * update that changes this function refuses (see kpatch_build_ranges()).
+ * The handler of an ftrace_ops site, called by ftrace at its fentry call:
+ * it sets the address ftrace returns to, so that the call goes on in the
+ * new function.  The fast path is a load and a compare more than the least
+ * any IPMODIFY handler does.  It may be preempted between reading the
+ * target and using it; the task then has the old function's fentry return
+ * address on its stack, which the stack check of every update that changes
+ * this site refuses (kpatch_build_ranges()).
  *
- * It runs in any context, NMI included, and calls nothing traceable, so it
- * cannot recurse: the ftrace_ops leaves out FTRACE_OPS_FL_RECURSION, which
- * would make ftrace wrap it in a recursion guard.
+ * It runs in any context and calls nothing traceable, so it cannot
+ * recurse: the ftrace_ops leaves out FTRACE_OPS_FL_RECURSION.
  */
 static void notrace kpatch_ftrace_handler(unsigned long ip,
 					  unsigned long parent_ip,
 					  struct ftrace_ops *ops,
 					  struct ftrace_regs *fregs)
 {
-	struct kpatch_fops *fops = container_of(ops, struct kpatch_fops, ops);
-	unsigned long target = READ_ONCE(fops->target);
+	struct kpatch_site *site = container_of(ops, struct kpatch_site, ops);
+	/* pairs with the SUCCESS of kpatch_update_cb(): see step 3 there */
+	unsigned long target = smp_load_acquire(&site->target);
 
 	if (likely(target > KPATCH_TARGET_SLOW)) {
 		kpatch_set_ip(fregs, target);
 		return;
 	}
 	if (target) {
-		target = kpatch_redirect_slow(ip);
+		target = kpatch_redirect_slow(site);
 		if (target)
 			kpatch_set_ip(fregs, target);
 	}
 }
 
-/* ------------------------------------------------------------------------
- * The update: the stop_machine() callback
+/*
+ * The guard's slow path; @ret is the fentry call's return address.  A jmp
+ * site is in kpatch_sites for as long as its direct call can be made, and
+ * freed only after kpatch_site_release() has waited for every CPU that
+ * was in here with preemption off.
  */
+static unsigned long notrace __used kpatch_guard_slow(unsigned long ret)
+{
+	struct kpatch_site *site;
+	unsigned long target = 0;
 
-static int kpatch_check_stacks(struct kpatch_update *upd);
-static int kpatch_stop_hooks(struct kpatch_update *upd);
-static void kpatch_undo_hooks(struct kpatch_update *upd, unsigned int n);
-static void kpatch_site_mark(struct kpatch_site *site);
-static void kpatch_settle_sites(struct kpatch_update *upd);
+	preempt_disable_notrace();
+	site = kpatch_site_find(ret - MCOUNT_INSN_SIZE);
+	if (site)
+		target = kpatch_redirect_slow(site);
+	preempt_enable_notrace();
+	return target;
+}
 
 /*
- * The stop_machine() callback: the only place the function table and the
- * site targets change.  Interrupts are off on every CPU; only NMIs and the
- * stop_machine() loops of the other CPUs can call a patched function
- * meanwhile.
+ * The guard: where a jmp site's fentry calls while an update changes it.
+ * It is entered by the fentry call, so it finds on the stack the fentry
+ * call's return address, which names the site, then the caller's return
+ * address.  It saves the argument registers, asks the slow path, and
+ * returns to the new function it names (overwriting its return address,
+ * so that the new function runs as if the caller had called it) or, for
+ * none, into the old function.  It is an ordinary function for objtool:
+ * one return address on the stack on every path, so the unwinder and the
+ * stack check walk through it; a task preempted in it has the old
+ * function's fentry return address on its stack, which the stack check of
+ * every update that changes the site refuses.  Aligned to 16 bytes, like
+ * the compiler's functions: ftrace takes an odd direct address as a jmp.
+ * It is used only while an update runs; the model in README.md's
+ * benchmarks says what its return costs.
+ */
+void kpatch_guard(void);
+
+asm(".pushsection .text, \"ax\", @progbits\n"
+"	.balign	16\n"
+"	.type	kpatch_guard, @function\n"
+"kpatch_guard:\n"
+	ASM_ENDBR
+	CALL_DEPTH_ACCOUNT "\n"
+"	pushq	%rdi\n"
+"	pushq	%rsi\n"
+"	pushq	%rdx\n"
+"	pushq	%rcx\n"
+"	pushq	%r8\n"
+"	pushq	%r9\n"
+"	pushq	%rax\n"
+"	movq	56(%rsp), %rdi\n"
+"	call	kpatch_guard_slow\n"
+"	movq	%rax, %r11\n"
+"	popq	%rax\n"
+"	popq	%r9\n"
+"	popq	%r8\n"
+"	popq	%rcx\n"
+"	popq	%rdx\n"
+"	popq	%rsi\n"
+"	popq	%rdi\n"
+"	testq	%r11, %r11\n"
+"	jz	1f\n"
+"	movq	%r11, (%rsp)\n"
+"1:\n"
+	ASM_RET
+"	.size	kpatch_guard, . - kpatch_guard\n"
+"	.popsection\n"
+);
+
+/* ------------------------------------------------------------------------
+ * An update: its request, one try, and why a try was refused
+ */
+
+/* A code range [start, end) that must not be on any stack. */
+struct kpatch_range {
+	unsigned long start;
+	unsigned long end;
+};
+
+/* Why a try was refused, for the log (kpatch_report()). */
+enum kpatch_refusal {
+	KPATCH_OK,
+	KPATCH_BUSY,		/* code the update takes away is on a stack */
+	KPATCH_UNRELIABLE,	/* a stack could not be walked reliably */
+	KPATCH_RAN,		/* a function the update changes ran meanwhile */
+	KPATCH_LOST,		/* an exiting task could not be recorded */
+	KPATCH_HOOK,		/* a pre or stop hook refused */
+};
+
+struct kpatch_refused {
+	enum kpatch_refusal why;
+	unsigned long addr;		/* KPATCH_BUSY: where */
+	pid_t pid;			/* BUSY, UNRELIABLE: whose stack */
+	char comm[TASK_COMM_LEN];
+	struct kpatch_patch *hook_patch;	/* KPATCH_HOOK: whose hook */
+	enum kpatch_hook hook;
+	int hook_ret;
+};
+
+/* At most this many tasks in the way are listed by a dry run. */
+#define KPATCH_CHECK_MAX	64
+
+/* A task in the way of a dry run: @addr, or 0 if its stack is unreliable. */
+struct kpatch_blocker {
+	unsigned long addr;
+	pid_t pid;
+	char comm[TASK_COMM_LEN];
+};
+
+/* What a dry run (`check`) found: the blockers it lists, and how many more. */
+struct kpatch_check {
+	struct kpatch_blocker *blockers;
+	unsigned int nr, more;
+};
+
+/* What the caller asked for: the same at every try. */
+struct kpatch_request {
+	const char *verb;		/* "patch", "replace" or "unpatch" */
+	struct kpatch_patch *add;	/* patch to publish, or NULL */
+	struct kpatch_patch *remove;	/* patch to take out, or NULL */
+	bool replace;			/* also take out every other patch */
+	struct kpatch_check *check;	/* dry run: the caller's; or NULL */
+};
+
+/*
+ * A task whose stack the pre-walk found clean, walked while the task could
+ * not run, and what it takes to trust that walk inside stop_machine(): the
+ * same task (pointer, pid and start time) not switched out since (the same
+ * nvcsw + nivcsw).  See the pre-walk.
+ */
+struct kpatch_seen {
+	struct task_struct *task;
+	unsigned long switches;
+	u64 start_time;
+	pid_t pid;
+};
+
+/*
+ * One try of an update: made by kpatch_prepare() from the request and the
+ * patches as they are then, and freed by kpatch_try() before it returns.
+ *  - the parts: the patches whose hooks run, in the order they run: those
+ *    removed, newest first, then the one added; and their entries in the
+ *    same order, those taken out before @first_add, those published after;
+ *  - the sites of those entries, each once;
+ *  - the code no task may be in (kpatch_build_ranges()): sorted disjoint
+ *    ranges, modules checked whole but for their own threads, new records
+ *    of ways into modules;
+ *  - the pre-walk's cache of clean tasks, in task list order and sorted;
+ *  - the stop_machine() rendezvous, and why the try was refused.
+ */
+struct kpatch_try {
+	const struct kpatch_request *req;
+	struct kpatch_patch **parts;
+	unsigned int nr_parts;
+	struct kpatch_entry **touched;
+	unsigned int nr_touched, first_add;
+	struct kpatch_site **sites;
+	unsigned int nr_sites;
+	struct kpatch_range *ranges;
+	unsigned int nr_ranges, max_ranges;
+	struct module **whole;
+	unsigned int nr_whole;
+	struct kpatch_ways_in **ways;
+	unsigned int nr_ways;
+	struct kpatch_seen *seen, **seen_by_task;
+	unsigned int nr_seen, max_seen;
+	atomic_t cpus_in, cpus_seen;
+	struct kpatch_refused refused;
+};
+
+static int kpatch_check_stacks(struct kpatch_try *try);
+static int kpatch_stop_hooks(struct kpatch_try *try);
+static void kpatch_undo_hooks(struct kpatch_try *try, unsigned int n);
+
+/* The targets of @try's ftrace_ops sites once its entries are final. */
+static void kpatch_settle_targets(struct kpatch_try *try)
+{
+	struct kpatch_entry *top;
+	unsigned int i;
+
+	for (i = 0; i < try->nr_sites; i++) {
+		if (try->sites[i]->jmp)
+			continue;
+		top = kpatch_top(try->sites[i]);
+		WRITE_ONCE(try->sites[i]->target, top ? top->new_addr : 0);
+	}
+}
+
+/*
+ * The stop_machine() callback: the only place where entries are published
+ * and taken out, and where ftrace_ops sites change target.  Interrupts are
+ * off on every CPU; only NMIs and the stop_machine() loops of the other
+ * CPUs can call a patched function meanwhile.
  *
- * Why a caller never mixes versions, though the fast paths (the direct
- * trampoline and the ftrace_ops handler) read one site's target and look
- * at no state: only the sites of @upd change version, and the callback
- *  1. sets each of them to KPATCH_TARGET_SLOW, so that from then on their
- *     calls go through the state machine, and then leaves IDLE;
+ * Why a caller never mixes versions, though the fast paths (an ftrace_ops
+ * site's target, a jmp site's jmp) look at no state: only the sites of
+ * @try change version.  Its jmp sites were moved onto the guard before
+ * stop_machine(), one at a time, each giving the same version on the guard
+ * as by its jmp; from then on their calls go through the state machine.
+ * Then the callback
+ *  1. sets the target of each ftrace_ops site to KPATCH_TARGET_SLOW, so
+ *     that from then on their calls go through the state machine too, and
+ *     then leaves IDLE;
  *  2. waits until the stopper thread of every other CPU has seen that.  A
  *     caller that read an old target before step 1 either has the old
  *     function's fentry return address on its stack while it is preempted
- *     (which the stack check refuses), or runs on some CPU with preemption
- *     or interrupts off, or in an NMI, and then holds up that CPU's
- *     stopper until it is done;
- *  3. checks the stacks, runs the stop hooks, changes the table, then
+ *     (which the stack check refuses), or runs with preemption or
+ *     interrupts off, or in an NMI, and then holds up its CPU's stopper
+ *     until it is done;
+ *  3. checks the stacks, runs the stop hooks, changes the entries, then
  *     decides SUCCESS or FAILURE (or loses that race to a caller, which
  *     sets FAILURE; the undo hooks then roll the stop hooks back);
- *  4. writes the final targets.  A caller that reads one between steps 3
+ *  4. writes the final targets.  A caller that reads one between step 3
  *     and the end gets the version that the state, which it would read on
  *     the slow path, also gives.
  * So every call after step 2 sees one version: the old one until the state
  * is decided, the decided one after, and the state never goes back from
- * SUCCESS or FAILURE while the callback runs.  A caller that made step 3
- * fail saw the old version, as will everything after it.  The data the
- * stop hooks convert follows the same rule: no new function runs before
- * SUCCESS, which comes after the last hook, and an old function that runs
- * after the first hook began makes the update fail and be undone.
+ * SUCCESS or FAILURE while the callback runs.  After the grace period the
+ * jmp sites go back to jmps, one at a time, to the version decided.  The
+ * data the stop hooks convert follows the same rule: no new function runs
+ * before SUCCESS, which comes after the last hook, and an old function that
+ * runs after the first hook began makes the update fail and be undone.
  */
 static int kpatch_update_cb(void *data)
 {
-	struct kpatch_update *upd = data;
-	struct kpatch_func *func;
+	struct kpatch_try *try = data;
 	unsigned int i;
 	int state, ret;
 
 	/*
-	 * stop_machine() runs this on every online CPU, with interrupts off.
-	 * The first CPU to get here makes the update; each other one waits
-	 * until the state has left IDLE, says that it saw it, and goes back
-	 * to the stop_machine() loop.  atomic_inc() is a full barrier on
-	 * x86: it orders everything this CPU did before (an NMI that returned
-	 * into this loop included) before the answer.
+	 * stop_machine() runs this on every online CPU.  The first to get here
+	 * makes the update; each other one waits until the state has left
+	 * IDLE and says so.  The acquire pairs with the release of UPDATING
+	 * below: a CPU that answers sees every mark.  atomic_inc_return() is
+	 * fully ordered: whatever this CPU ran before (an NMI that returned
+	 * into this loop included) happens before its answer.
 	 */
-	if (atomic_inc_return(&upd->cpus_in) != 1) {
-		while (atomic_read(&kpatch_state) == KPATCH_STATE_IDLE)
+	if (atomic_inc_return(&try->cpus_in) != 1) {
+		while (atomic_read_acquire(&kpatch_state) == KPATCH_STATE_IDLE)
 			cpu_relax();
-		atomic_inc(&upd->cpus_seen);
+		atomic_inc_return(&try->cpus_seen);
 		return 0;
 	}
 
 	kpatch_test_point(KPATCH_TEST_ENTER);
 
 	/*
-	 * Step 1.  func->op was written before stop_machine(), whose
-	 * rendezvous orders it before these stores.  The marks go before the
-	 * state: a CPU that sees UPDATING (and so may answer below) then sees
-	 * every mark too, so no caller on it can read an old target after its
-	 * answer.  A caller that reads a mark but still IDLE runs on a CPU
-	 * that has not answered yet, and is done before it does.  The state
-	 * goes before the table changes, for the smp_rmb() in
-	 * kpatch_redirect_slow().
+	 * Step 1.  entry->op was written before stop_machine(), whose
+	 * rendezvous orders it before these stores.  The marks go before
+	 * the state (the release); the state goes before the entries change,
+	 * for the smp_rmb() in kpatch_redirect_slow().
 	 */
-	for (i = 0; i < upd->nr_sites; i++)
-		kpatch_site_mark(upd->sites[i]);
-	smp_wmb();	/* marks before state; see above */
-	atomic_set(&kpatch_state, KPATCH_STATE_UPDATING);
-	smp_wmb();	/* state before table; see above */
+	for (i = 0; i < try->nr_sites; i++)
+		if (!try->sites[i]->jmp)
+			WRITE_ONCE(try->sites[i]->target, KPATCH_TARGET_SLOW);
+	atomic_set_release(&kpatch_state, KPATCH_STATE_UPDATING);
+	smp_wmb();	/* state before entries; see above */
 
 	/*
 	 * Step 2.  The number of online CPUs cannot change inside
-	 * stop_machine().  On this CPU, an NMI that read an old target ended
-	 * before we got here.
+	 * stop_machine().  The acquire pairs with the other CPUs' answers.
 	 */
-	while (atomic_read(&upd->cpus_seen) < num_online_cpus() - 1)
+	while (atomic_read_acquire(&try->cpus_seen) < num_online_cpus() - 1)
 		cpu_relax();
 	kpatch_test_point(KPATCH_TEST_UPDATING);
 
-	if (kpatch_check_stacks(upd)) {
+	if (kpatch_check_stacks(try)) {
 		kpatch_state_finish(KPATCH_STATE_FAILURE, 0);
-		kpatch_settle_sites(upd);
+		kpatch_settle_targets(try);
 		return -EBUSY;
 	}
 
 	/*
 	 * Step 3.  The stop hooks convert the data, then the new entries are
-	 * published.  Nobody runs a new function before the state is
-	 * SUCCESS (slow path) or a final target is written (fast paths), and
-	 * both come after the atomic_cmpxchg() in kpatch_state_finish(), a
-	 * full barrier after the hooks' stores: a caller that gets the new
-	 * version sees the converted data (x86 keeps its loads in order).  A
-	 * caller of a changed function meanwhile can only be an NMI (every
-	 * other CPU is stopped, this one runs the hooks): it runs the old
-	 * function, maybe on data half converted, and makes the update fail,
-	 * which the undo hooks then roll back before any CPU is released.
+	 * published (hlist_add_head_rcu() puts them first).  Nobody runs a
+	 * new function before the state is SUCCESS (slow path) or a final
+	 * target is written (fast path), and both come after the
+	 * atomic_cmpxchg() in kpatch_state_finish(), fully ordered after the
+	 * hooks' stores; readers pair with it through the smp_rmb() of the
+	 * slow path and the acquire of the fast path.  A caller of a changed
+	 * function meanwhile can only be an NMI: it runs the old function,
+	 * maybe on data half converted, and makes the update fail, which the
+	 * undo hooks roll back before any CPU is released.
 	 */
-	ret = kpatch_stop_hooks(upd);
+	ret = kpatch_stop_hooks(try);
 	if (ret) {
 		kpatch_state_finish(KPATCH_STATE_FAILURE, 0);
-		kpatch_settle_sites(upd);
+		kpatch_settle_targets(try);
 		return ret;
 	}
-
-	/* hash_add_rcu() puts the new entries first. */
-	for (i = upd->first_add; i < upd->nr_touched; i++) {
-		func = upd->touched[i];
-		hash_add_rcu(kpatch_func_hash, &func->node, func->ip);
-	}
-
-	/*
-	 * All entries are in before the state says SUCCESS.  Pairs with the
-	 * smp_rmb() in kpatch_redirect_slow().
-	 */
-	smp_wmb();
+	for (i = try->first_add; i < try->nr_touched; i++)
+		hlist_add_head_rcu(&try->touched[i]->node,
+				   &try->touched[i]->site->entries);
+	smp_wmb();	/* entries before SUCCESS: kpatch_redirect_slow() */
 	kpatch_test_point(KPATCH_TEST_PUBLISHED);
 
 	state = kpatch_state_finish(KPATCH_STATE_SUCCESS, 0);
 	if (state == KPATCH_STATE_FAILURE) {
-		/* A patched function ran meanwhile and saw the old version. */
-		for (i = upd->first_add; i < upd->nr_touched; i++)
-			hash_del_rcu(&upd->touched[i]->node);
-		kpatch_undo_hooks(upd, upd->nr_parts);
-		kpatch_settle_sites(upd);	/* step 4 */
-		upd->refusal = KPATCH_RAN;
+		/* A changed function ran meanwhile and saw the old version. */
+		for (i = try->first_add; i < try->nr_touched; i++)
+			hlist_del_init_rcu(&try->touched[i]->node);
+		kpatch_undo_hooks(try, try->nr_parts);
+		kpatch_settle_targets(try);	/* step 4 */
+		try->refused.why = KPATCH_RAN;
 		return -EBUSY;
 	}
 	WARN_ON_ONCE(state != KPATCH_STATE_SUCCESS);
 
 	/* SUCCESS makes callers skip these already; now unlink them. */
-	for (i = 0; i < upd->first_add; i++)
-		hash_del_rcu(&upd->touched[i]->node);
-	kpatch_settle_sites(upd);	/* step 4 */
+	for (i = 0; i < try->first_add; i++)
+		hlist_del_init_rcu(&try->touched[i]->node);
+	kpatch_settle_targets(try);	/* step 4 */
 	return 0;
 }
 
 /* ------------------------------------------------------------------------
- * What an update touches
+ * The request: resolve, check and pin what a patch names
  */
 
-/* Compare two unsigned longs (or pointers: they have the same size). */
+/* The names of the hooks, in the control file, the patches file and the log. */
+static const char * const kpatch_hook_names[KPATCH_NR_HOOKS] = {
+	[KPATCH_PRE_PATCH]	= "pre-patch",
+	[KPATCH_STOP_PATCH]	= "stop-patch",
+	[KPATCH_UNDO_PATCH]	= "undo-patch",
+	[KPATCH_POST_PATCH]	= "post-patch",
+	[KPATCH_PRE_UNPATCH]	= "pre-unpatch",
+	[KPATCH_STOP_UNPATCH]	= "stop-unpatch",
+	[KPATCH_UNDO_UNPATCH]	= "undo-unpatch",
+	[KPATCH_POST_UNPATCH]	= "post-unpatch",
+};
+
+/*
+ * kallsyms' answer for @addr, parsed (the only parser of it): the symbol's
+ * name is left in @buf (KSYM_SYMBOL_LEN bytes), *@start and *@size say
+ * where it is, *@mod names its module or is NULL for vmlinux.  False if
+ * @addr is in no symbol kallsyms knows.
+ */
+static bool kpatch_symbol(unsigned long addr, char *buf, unsigned long *start,
+			  unsigned long *size, char **mod)
+{
+	char *plus, *slash;
+	unsigned long off;
+
+	sprint_symbol(buf, addr);	/* "name+0xoff/0xsize [module]" */
+	*mod = strchr(buf, ' ');
+	if (*mod) {
+		*(*mod)++ = '\0';
+		if (*(*mod)++ != '[')
+			return false;
+		(*mod)[strcspn(*mod, " ]")] = '\0';
+	}
+	plus = strrchr(buf, '+');
+	slash = strrchr(buf, '/');
+	if (!plus || !slash || slash < plus)
+		return false;
+	*slash = '\0';
+	*plus = '\0';
+	if (kstrtoul(plus + 1, 16, &off) || kstrtoul(slash + 1, 16, size))
+		return false;
+	*start = addr - off;
+	return true;
+}
+
+/* Does vmlinux map @addr as executable text? */
+static bool kpatch_kernel_text(unsigned long addr)
+{
+	unsigned int level;
+	pte_t *pte = lookup_address(addr, &level);
+
+	return pte && pte_present(*pte) && pte_exec(*pte);
+}
+
+/* Is @addr in the core text of @mod? */
+static bool kpatch_module_text(const struct module *mod, unsigned long addr)
+{
+	unsigned long start, end;
+
+	kpatch_mod_text(mod, false, &start, &end);
+	return addr >= start && addr < end;
+}
+
+/*
+ * Find the loaded module called @name and take a reference on it.  The
+ * module kset is the one our own kobject belongs to; holding the kobject
+ * keeps struct module alive until try_module_get() has decided, and its
+ * state readable.  A module that is going away cannot be pinned; one that
+ * is still in its init can, but its init may fail, and then the kernel
+ * frees it whatever its reference count: so only @coming_ok (a patch
+ * module registering its own patch, see kpatch_module_going()) may be in
+ * its init.  Returns 0 with the reference in *@modp, -ENOENT if there is
+ * no such module, or -EBUSY (coming) / -EINVAL (going) with *@state.
+ */
+static int kpatch_get_module(const char *name, struct module *coming_ok,
+			     struct module **modp, enum module_state *state)
+{
+	struct kobject *kobj;
+	struct module *mod;
+	int ret = 0;
+
+	kobj = kset_find_obj(THIS_MODULE->mkobj.kobj.kset, name);
+	if (!kobj)
+		return -ENOENT;
+	mod = container_of(kobj, struct module_kobject, kobj)->mod;
+	if (!mod) {
+		ret = -ENOENT;
+	} else if (!try_module_get(mod)) {
+		*state = MODULE_STATE_GOING;
+		ret = -EINVAL;
+	} else {
+		/* With our reference a live module stays live. */
+		*state = READ_ONCE(mod->state);
+		if (*state != MODULE_STATE_LIVE &&
+		    !(*state == MODULE_STATE_COMING && mod == coming_ok)) {
+			module_put(mod);
+			ret = *state == MODULE_STATE_COMING ? -EBUSY : -EINVAL;
+		}
+	}
+	kobject_put(kobj);
+	*modp = ret ? NULL : mod;
+	return ret;
+}
+
+/*
+ * Check that @addr is the start of a function in vmlinux or module text,
+ * through kallsyms.  Returns the function's size in *@size and, for a
+ * module function, a reference on the module in *@modp.  The module must
+ * be live, or be @coming_ok (see kpatch_get_module()).  Logs why on
+ * failure.  The addresses come from the control file, that is from the
+ * user: until this has accepted one, it is only looked up (kallsyms,
+ * module text, page tables), never read.
+ */
+static __cold int kpatch_resolve(const char *patch, const char *what,
+				 unsigned long addr, unsigned long *size,
+				 struct module *coming_ok, struct module **modp)
+{
+	char sym[KSYM_SYMBOL_LEN], *modname;
+	enum module_state state;
+	unsigned long start;
+	struct module *mod;
+	int ret;
+
+	*modp = NULL;
+	if (!kpatch_symbol(addr, sym, &start, size, &modname)) {
+		pr_err("%s: %s %lx is not a kernel function\n", patch, what,
+		       addr);
+		return -EINVAL;
+	}
+	if (addr != start) {
+		pr_err("%s: %s %lx is not the start of a function (%s+%#lx)\n",
+		       patch, what, addr, sym, addr - start);
+		return -EINVAL;
+	}
+	/* Its own code runs kpatch's update: it cannot redirect itself. */
+	if (within_module(addr, THIS_MODULE)) {
+		pr_err("%s: %s %lx (%s) is in kpatch itself\n", patch, what,
+		       addr, sym);
+		return -EINVAL;
+	}
+	if (!modname) {
+		if (kpatch_kernel_text(addr))
+			return 0;
+		goto not_text;
+	}
+	ret = kpatch_get_module(modname, coming_ok, &mod, &state);
+	if (ret == -ENOENT)
+		goto not_text;
+	if (ret) {
+		pr_err("%s: %s %lx (%s) is in module %s, which is %s\n",
+		       patch, what, addr, sym, modname,
+		       state == MODULE_STATE_COMING ?
+		       "coming (its init has not finished)" : "going away");
+		return ret;
+	}
+	if (kpatch_module_text(mod, addr)) {
+		*modp = mod;
+		return 0;
+	}
+	module_put(mod);
+not_text:
+	pr_err("%s: %s %lx (%s) is not in kernel or module text\n",
+	       patch, what, addr, sym);
+	return -EINVAL;
+}
+
+/*
+ * Never registered: its filter only asks ftrace whether an address is one
+ * of its call sites, without touching any code.
+ */
+static struct ftrace_ops kpatch_probe_ops;
+
+/*
+ * The ftrace location of the function starting at @addr: the fentry call,
+ * which on IBT kernels comes after the ENDBR (or its sealed replacement).
+ */
+static unsigned long kpatch_ftrace_ip(unsigned long addr)
+{
+	return kpatch_endbr(addr, true) ? addr + ENDBR_INSN_SIZE : addr;
+}
+
+/*
+ * Is @ip an ftrace call site?  Ask ftrace, then make sure the instruction
+ * there is what ftrace puts at its sites (a 5-byte NOP or a call or jmp,
+ * or the INT3 of a site being rewritten), so that @ip is the site itself.
+ * Returns 0 if it is, -EINVAL if it is not, -ENOMEM if ftrace had no
+ * memory to answer.
+ */
+static int kpatch_check_ftrace_site(unsigned long ip)
+{
+	static const u8 nop5[] = { BYTES_NOP5 };
+	u8 insn[MCOUNT_INSN_SIZE];
+	int ret;
+
+	ret = ftrace_set_filter_ip(&kpatch_probe_ops, ip, 0, 1);
+	if (ret)
+		return ret == -ENOMEM ? -ENOMEM : -EINVAL;
+	if (copy_from_kernel_nofault(insn, (void *)ip, sizeof(insn)))
+		return -EINVAL;
+	if (!memcmp(insn, nop5, sizeof(nop5)) || insn[0] == CALL_INSN_OPCODE ||
+	    insn[0] == JMP32_INSN_OPCODE || insn[0] == INT3_INSN_OPCODE)
+		return 0;
+	return -EINVAL;
+}
+
+/* Resolve entry @i of @patch, from @func, and pin the modules it lives in. */
+static __cold int kpatch_resolve_entry(struct kpatch_patch *patch, int i,
+				       const struct kpatch_func *func)
+{
+	struct kpatch_entry *e = &patch->entries[i];
+	const char *name = patch->kpmod->name;
+	int ret;
+
+	e->old_addr = func->old_addr;
+	e->new_addr = func->new_addr;
+	ret = kpatch_resolve(name, "old function", e->old_addr, &e->old_size,
+			     NULL, &e->old_mod);
+	if (!ret && func->old_size && func->old_size != e->old_size) {
+		pr_err("%s: old function %pS is %#lx bytes long, not %#lx\n",
+		       name, (void *)e->old_addr, e->old_size, func->old_size);
+		ret = -EINVAL;
+	}
+	ret = ret ?: kpatch_resolve(name, "new function", e->new_addr,
+				    &e->new_size, patch->kpmod->mod,
+				    &e->new_mod);
+	if (!ret && func->new_size && func->new_size != e->new_size) {
+		pr_err("%s: new function %pS is %#lx bytes long, not %#lx\n",
+		       name, (void *)e->new_addr, e->new_size, func->new_size);
+		ret = -EINVAL;
+	}
+	if (ret)
+		return ret;
+	e->ip = kpatch_ftrace_ip(e->old_addr);
+	ret = kpatch_check_ftrace_site(e->ip);
+	if (ret == -ENOMEM)
+		pr_err("%s: out of memory checking %pS with ftrace\n", name,
+		       (void *)e->old_addr);
+	else if (ret)
+		pr_err("%s: old function %pS cannot be traced by ftrace\n",
+		       name, (void *)e->old_addr);
+	return ret;
+}
+
+/*
+ * Resolve hook @h of @patch and pin its module.  A hook runs from kpatch
+ * at times its module does not choose, so it must be in a module that
+ * kpatch can pin: not vmlinux, and not init text.  On a kernel with
+ * Indirect Branch Tracking an indirect call must land on ENDBR, and a
+ * function whose address nothing takes has none (or a sealed one).
+ */
+static __cold int kpatch_resolve_hook(struct kpatch_patch *patch, int h)
+{
+	unsigned long addr = (unsigned long)patch->kpmod->hooks[h], size;
+	const char *name = patch->kpmod->name;
+	struct module **pin = &patch->pins[h];
+	char what[32];
+	int ret;
+
+	if (!addr)
+		return 0;
+	snprintf(what, sizeof(what), "%s hook", kpatch_hook_names[h]);
+	ret = kpatch_resolve(name, what, addr, &size, patch->kpmod->mod, pin);
+	if (ret)
+		return ret;
+	if (!*pin) {
+		pr_err("%s: %s %pS is not in a module\n", name, what,
+		       (void *)addr);
+		return -EINVAL;
+	}
+	if (IS_ENABLED(CONFIG_X86_KERNEL_IBT) && !kpatch_endbr(addr, false)) {
+		pr_err("%s: %s %pS does not start with ENDBR: it cannot be called indirectly\n",
+		       name, what, (void *)addr);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Drop every pin of @patch, and free it (with its kpatch_module if own). */
+static void kpatch_patch_free(struct kpatch_patch *patch)
+{
+	unsigned int i;
+
+	for (i = 0; i < patch->nr; i++) {
+		module_put(patch->entries[i].old_mod);
+		module_put(patch->entries[i].new_mod);
+	}
+	for (i = 0; i < ARRAY_SIZE(patch->pins); i++)
+		module_put(patch->pins[i]);
+	if (patch->own) {
+		kfree(patch->kpmod->funcs);
+		kfree(patch->kpmod->name);
+		kfree(patch->kpmod);
+	}
+	kfree(patch);
+}
+
 static int kpatch_cmp_ulong(const void *a, const void *b)
 {
 	unsigned long x = *(const unsigned long *)a;
@@ -997,74 +1215,348 @@ static int kpatch_cmp_ulong(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Sort the @n elements at @base and drop duplicates; returns the new count. */
-static unsigned int kpatch_sort_uniq(void *base, unsigned int n, size_t size,
-				     cmp_func_t cmp)
+/*
+ * kpatch's record of the patch @kpmod describes, with every function and
+ * hook checked and pinned, together with the patch module and kpatch
+ * itself: once for a request, whose tries keep the pins, so that while it
+ * waits between tries no module it names can go, and an address keeps
+ * naming the function it named.  An old function may appear only once,
+ * and a new one may not be an old one of the same patch.  @own: @kpmod is
+ * kpatch's, and freed with the record.  On failure, the errno and NULL.
+ */
+static __cold struct kpatch_patch *
+kpatch_patch_new(struct kpatch_module *kpmod, bool own, int *err)
 {
-	char *p = base;
-	unsigned int i, k;
+	struct kpatch_patch *patch;
+	unsigned long *olds;
+	int i, ret;
 
-	sort(base, n, size, cmp, NULL);
-	for (i = 1, k = n ? 1 : 0; i < n; i++)
-		if (cmp(p + i * size, p + (k - 1) * size))
-			memcpy(p + k++ * size, p + i * size, size);
-	return k;
+	patch = kzalloc(struct_size(patch, entries, kpmod->num_funcs),
+			GFP_KERNEL);
+	olds = kmalloc_array(kpmod->num_funcs, sizeof(*olds), GFP_KERNEL);
+	ret = -ENOMEM;
+	if (!patch || !olds)
+		goto out;
+	INIT_LIST_HEAD(&patch->list);
+	patch->kpmod = kpmod;
+	patch->own = own;
+	patch->nr = kpmod->num_funcs;
+	if (kpmod->mod && !try_module_get(kpmod->mod)) {
+		pr_err("%s: patch module is going away\n", kpmod->name);
+		ret = -ENODEV;
+		goto out;
+	}
+	patch->pins[KPATCH_PIN_PATCH] = kpmod->mod;
+	for (i = 0, ret = 0; i < kpmod->num_funcs && !ret; i++) {
+		ret = kpatch_resolve_entry(patch, i, &kpmod->funcs[i]);
+		olds[i] = kpmod->funcs[i].old_addr;
+	}
+	for (i = 0; i < KPATCH_NR_HOOKS && !ret; i++)
+		ret = kpatch_resolve_hook(patch, i);
+	if (ret)
+		goto out;
+
+	sort(olds, kpmod->num_funcs, sizeof(*olds), kpatch_cmp_ulong, NULL);
+	for (i = 1; i < kpmod->num_funcs && !ret; i++)
+		if (olds[i] == olds[i - 1]) {
+			pr_err("%s: an old function appears twice\n",
+			       kpmod->name);
+			ret = -EINVAL;
+		}
+	for (i = 0; i < kpmod->num_funcs && !ret; i++)
+		if (bsearch(&kpmod->funcs[i].new_addr, olds, kpmod->num_funcs,
+			    sizeof(*olds), kpatch_cmp_ulong)) {
+			pr_err("%s: new function %pS is also an old function of a patch\n",
+			       kpmod->name, (void *)kpmod->funcs[i].new_addr);
+			ret = -EINVAL;
+		}
+	if (!ret) {
+		__module_get(THIS_MODULE);
+		patch->pins[KPATCH_PIN_SELF] = THIS_MODULE;
+	}
+out:
+	kfree(olds);
+	if (ret && patch) {
+		patch->own = false;	/* the caller frees its kpatch_module */
+		kpatch_patch_free(patch);
+		patch = NULL;
+	}
+	*err = ret;
+	return patch;
+}
+
+/* The enabled patch called @name, or NULL.  Caller holds kpatch_mutex. */
+static struct kpatch_patch *kpatch_find_patch(const char *name)
+{
+	struct kpatch_patch *patch;
+
+	list_for_each_entry(patch, &kpatch_patches, list)
+		if (!strcmp(patch->kpmod->name, name))
+			return patch;
+	return NULL;
+}
+
+/* Is @addr an old (@as_old) or a new function of an enabled patch? */
+static bool kpatch_in_table(unsigned long addr, bool as_old)
+{
+	struct kpatch_patch *p;
+	unsigned int i;
+
+	list_for_each_entry(p, &kpatch_patches, list)
+		for (i = 0; i < p->nr; i++)
+			if (addr == (as_old ? p->entries[i].old_addr :
+					      p->entries[i].new_addr))
+				return true;
+	return false;
 }
 
 /*
- * The parts of @upd and the functions it touches, computed once per try
- * (see struct kpatch_update): the patches it removes, newest first, then
- * the one it adds; and the functions of those parts in the same order,
- * so that those taken out come first and first_add says where the
- * published ones start.  Every later step iterates these two arrays.
+ * Would @patch make a redirect lead into another one, with the patches
+ * enabled now (none, if @replace takes them all out)?  A function may not
+ * be both an old and a new function among the enabled patches, so every
+ * redirect is exactly one hop.  Checked at every try: other updates may
+ * run while one waits between tries.
  */
-static __cold int kpatch_collect(struct kpatch_update *upd)
+static __cold int kpatch_check_chain(struct kpatch_patch *patch, bool replace)
 {
-	struct kpatch_module *kpmod;
-	unsigned int n = 2, p, i;
+	struct kpatch_entry *e;
+	unsigned int i;
 
-	upd->nr_parts = 0;
-	upd->nr_touched = 0;
-	/* Not list_count_nodes(): Debian 12's point-release 6.1 lacks it. */
-	list_for_each_entry(kpmod, &kpatch_patches, list)
-		n++;
-	upd->parts = kmalloc_array(n, sizeof(*upd->parts), GFP_KERNEL);
-	if (!upd->parts)
-		return -ENOMEM;
-	if (upd->remove)
-		upd->parts[upd->nr_parts++] = upd->remove;
-	if (upd->replace)
-		list_for_each_entry_reverse(kpmod, &kpatch_patches, list)
-			upd->parts[upd->nr_parts++] = kpmod;
-	if (upd->add)
-		upd->parts[upd->nr_parts++] = upd->add;
-
-	for (n = 0, p = 0; p < upd->nr_parts; p++)
-		n += upd->parts[p]->num_funcs;
-	upd->touched = kmalloc_array(n ?: 1, sizeof(*upd->touched),
-				     GFP_KERNEL);
-	if (!upd->touched) {
-		kfree(upd->parts);
-		upd->parts = NULL;
-		return -ENOMEM;
+	for (i = 0; i < patch->nr && !replace; i++) {
+		e = &patch->entries[i];
+		if (kpatch_in_table(e->new_addr, true)) {
+			pr_err("%s: new function %pS is also an old function of a patch\n",
+			       patch->kpmod->name, (void *)e->new_addr);
+			return -EINVAL;
+		}
+		if (kpatch_in_table(e->old_addr, false)) {
+			pr_err("%s: old function %pS is the new function of a patch\n",
+			       patch->kpmod->name, (void *)e->old_addr);
+			return -EINVAL;
+		}
 	}
-	for (p = 0; p < upd->nr_parts; p++) {
-		kpmod = upd->parts[p];
-		for (i = 0; i < kpmod->num_funcs; i++)
-			upd->touched[upd->nr_touched++] = &kpmod->funcs[i];
-	}
-	/* The patch it adds is the last part. */
-	upd->first_add = upd->nr_touched - (upd->add ? upd->add->num_funcs : 0);
 	return 0;
 }
 
-/* Free what kpatch_collect() allocated. */
-static void kpatch_uncollect(struct kpatch_update *upd)
+/* ------------------------------------------------------------------------
+ * Sites: made, guarded, settled and released
+ */
+
+/*
+ * A registration with ftrace failed.  It may have failed after ftrace had
+ * put the ops on its list (another IPMODIFY user or direct call owns the
+ * function, say), and ftrace takes it off again without waiting: a CPU in
+ * ftrace's list function, with preemption off, may still be reading the
+ * ops and calling its handler.  So wait for those before the ops is freed.
+ */
+static __cold void kpatch_ftrace_gave_up(void)
 {
-	kfree(upd->touched);
-	upd->touched = NULL;
-	kfree(upd->parts);
-	upd->parts = NULL;
+	kpatch_sync_preempt_off();
+}
+
+/*
+ * Make the site of entry @e: a jmp site if @jmp (its direct call on the
+ * guard), else an ftrace_ops site (target 0).  Until the update gives it
+ * a target, calls go on unchanged.  The site pins the module of its
+ * function and kpatch (see struct kpatch_site).  A jmp site is in
+ * kpatch_sites before its direct call can be made: the guard finds it
+ * there.
+ */
+static int kpatch_site_make(struct kpatch_entry *e, bool jmp)
+{
+	struct kpatch_site *site = kzalloc(sizeof(*site), GFP_KERNEL);
+	int ret;
+
+	if (!site)
+		return -ENOMEM;
+	site->ip = e->ip;
+	site->mod = e->old_mod;
+	INIT_HLIST_HEAD(&site->entries);
+	ret = ftrace_set_filter_ip(&site->ops, site->ip, 0, 0);
+	if (ret)
+		goto out;
+	if (jmp) {
+		site->jmp = (unsigned long)kpatch_guard;
+		hash_add_rcu(kpatch_sites, &site->node, site->ip);
+		ret = kpatch_direct_set(&site->ops, site->jmp);
+		if (ret)
+			hash_del_rcu(&site->node);
+	} else {
+		site->ops.func = kpatch_ftrace_handler;
+		site->ops.flags = KPATCH_FOPS_FLAGS;
+		ret = register_ftrace_function(&site->ops);
+		if (!ret)
+			hash_add_rcu(kpatch_sites, &site->node, site->ip);
+	}
+	if (ret)
+		kpatch_ftrace_gave_up();
+out:
+	if (ret) {
+		ftrace_free_filter(&site->ops);
+		kfree(site);
+		return ret;
+	}
+	if (site->mod)
+		__module_get(site->mod);
+	__module_get(THIS_MODULE);
+	e->site = site;
+	return 0;
+}
+
+/*
+ * Release @site, whose last entry has gone.  It leaves kpatch_sites first:
+ * the guard finds no entry there either, and the unregistration then
+ * waits until no CPU is in the guard's slow path (preemption off there)
+ * and no task in a handler or trampoline.  This must not fail: the update
+ * is done or undone.
+ */
+static void kpatch_site_release(struct kpatch_site *site)
+{
+	int ret;
+
+	lockdep_assert_held(&kpatch_mutex);
+	if (WARN_ON_ONCE(!hlist_empty(&site->entries)))
+		return;
+	hash_del_rcu(&site->node);
+	ret = site->jmp ? kpatch_direct_clear(&site->ops, site->jmp) :
+			  unregister_ftrace_function(&site->ops);
+	if (ret) {
+		hash_add_rcu(kpatch_sites, &site->node, site->ip);
+		pr_warn("%pS keeps its ftrace hook (%d); harmless, it only costs a call of kpatch's\n",
+			(void *)site->ip, ret);
+		return;
+	}
+	ftrace_free_filter(&site->ops);
+	module_put(site->mod);
+	module_put(THIS_MODULE);
+	kfree(site);
+}
+
+/*
+ * Give every entry @try adds a site: the site its function has, or a new
+ * one -- a jmp site where ftrace allows it and kpatch_direct says so, else
+ * (another direct call, a BPF trampoline say, owns the function) an
+ * ftrace_ops site.  On failure, name the function ftrace refused and
+ * return -EBUSY, -EINVAL or -ENOMEM; the caller releases what was made.
+ */
+static __cold int kpatch_sites_add(struct kpatch_try *try)
+{
+	struct kpatch_entry *e;
+	unsigned int i;
+	int ret = 0;
+
+	for (i = try->first_add; i < try->nr_touched && !ret; i++) {
+		e = try->touched[i];
+		e->site = kpatch_site_find(e->ip);
+		if (e->site)
+			continue;
+		ret = -EOPNOTSUPP;
+		if (KPATCH_JMP && READ_ONCE(kpatch_direct))
+			ret = kpatch_site_make(e, true);
+		if (ret && ret != -ENOMEM)
+			ret = kpatch_site_make(e, false);
+	}
+	if (ret == -ENOMEM)
+		pr_err("%s '%s' refused: out of memory for the ftrace sites\n",
+		       try->req->verb, try->req->add->kpmod->name);
+	else if (ret)
+		pr_err("%s '%s' refused: ftrace cannot redirect %pS (%d); is a kprobe or another live patch on it?\n",
+		       try->req->verb, try->req->add->kpmod->name,
+		       (void *)e->old_addr, ret);
+	return ret == -ENOMEM || ret == -EBUSY || !ret ? ret : -EINVAL;
+}
+
+/* Compare two pointers. */
+static int kpatch_cmp_ptr(const void *a, const void *b)
+{
+	unsigned long x = *(const unsigned long *)a;
+	unsigned long y = *(const unsigned long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The sites of @try's entries, each once. */
+static int kpatch_collect_sites(struct kpatch_try *try)
+{
+	unsigned int i, n = 0;
+
+	try->sites = kmalloc_array(try->nr_touched ?: 1, sizeof(*try->sites),
+				   GFP_KERNEL);
+	if (!try->sites)
+		return -ENOMEM;
+	for (i = 0; i < try->nr_touched; i++)
+		if (!WARN_ON_ONCE(!try->touched[i]->site))
+			try->sites[n++] = try->touched[i]->site;
+	sort(try->sites, n, sizeof(*try->sites), kpatch_cmp_ptr, NULL);
+	for (i = 0, try->nr_sites = 0; i < n; i++)
+		if (!i || try->sites[i] != try->sites[i - 1])
+			try->sites[try->nr_sites++] = try->sites[i];
+	return 0;
+}
+
+/*
+ * Before stop_machine(): move @try's jmp sites that jump onto the guard,
+ * one at a time.  Each gives on the guard the version its jmp gave (the
+ * state is IDLE, and the first entry is the jmp's target), so no caller
+ * sees two versions meanwhile.  On failure, the caller settles them back.
+ */
+static __cold int kpatch_sites_guard(struct kpatch_try *try)
+{
+	struct kpatch_site *site;
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < try->nr_sites; i++) {
+		site = try->sites[i];
+		if (!site->jmp || site->jmp == (unsigned long)kpatch_guard)
+			continue;
+		ret = kpatch_direct_move(&site->ops, (unsigned long)kpatch_guard);
+		if (ret) {
+			pr_err("%s '%s' refused: ftrace cannot move %pS onto kpatch's guard (%d)\n",
+			       try->req->verb,
+			       try->parts[try->nr_parts - 1]->kpmod->name,
+			       (void *)site->ip, ret);
+			return ret == -ENOMEM ? ret : -EBUSY;
+		}
+		site->jmp = (unsigned long)kpatch_guard;
+	}
+	return 0;
+}
+
+/*
+ * After the grace period that ends an update, done or undone: each jmp
+ * site of @try back to a jmp, to the new function its first entry now
+ * names, one at a time (every caller already sees that version through
+ * the guard), and each site of @try without an entry released.  A site
+ * whose jmp ftrace cannot set stays on the guard: slower, but right.  So
+ * does one whose new function starts at an odd address (an asm function
+ * without alignment): ftrace takes bit 0 of a direct address to mean
+ * "jmp" and clears it, and the jmp would land one byte early.
+ */
+static void kpatch_sites_settle(struct kpatch_try *try)
+{
+	struct kpatch_site *site;
+	struct kpatch_entry *top;
+	unsigned long jmp;
+	unsigned int i;
+
+	for (i = 0; i < try->nr_sites; i++) {
+		site = try->sites[i];
+		top = kpatch_top(site);
+		if (!top) {
+			kpatch_site_release(site);
+			continue;
+		}
+		jmp = top->new_addr & 1 ? (unsigned long)kpatch_guard :
+					  kpatch_jmp_to(top->new_addr);
+		if (!site->jmp || site->jmp == jmp)
+			continue;
+		if (kpatch_direct_move(&site->ops, jmp))
+			pr_warn_once("%pS stays on kpatch's guard: ftrace cannot make it a jmp\n",
+				     (void *)site->ip);
+		else
+			site->jmp = jmp;
+	}
 }
 
 /* ------------------------------------------------------------------------
@@ -1080,24 +1572,24 @@ static int kpatch_cmp_range(const void *a, const void *b)
 	return 0;
 }
 
-static int kpatch_add_range(struct kpatch_update *upd, unsigned long start,
+static int kpatch_add_range(struct kpatch_try *try, unsigned long start,
 			    unsigned long size)
 {
 	struct kpatch_range *r;
 
 	if (!size)
 		return 0;
-	if (upd->nr_ranges == upd->max_ranges) {
-		r = krealloc_array(upd->ranges, 2 * upd->max_ranges, sizeof(*r),
+	if (try->nr_ranges == try->max_ranges) {
+		r = krealloc_array(try->ranges, 2 * try->max_ranges, sizeof(*r),
 				   GFP_KERNEL);
 		if (!r)
 			return -ENOMEM;
-		upd->ranges = r;
-		upd->max_ranges *= 2;
+		try->ranges = r;
+		try->max_ranges *= 2;
 	}
-	upd->ranges[upd->nr_ranges].start = start;
-	upd->ranges[upd->nr_ranges].end = start + size;
-	upd->nr_ranges++;
+	try->ranges[try->nr_ranges].start = start;
+	try->ranges[try->nr_ranges].end = start + size;
+	try->nr_ranges++;
 	return 0;
 }
 
@@ -1302,48 +1794,6 @@ truncated:
 static unsigned long kpatch_return_thunk;
 
 /*
- * kallsyms' answer for @addr, parsed (the only parser of it): the symbol's
- * name is left in @buf (KSYM_SYMBOL_LEN bytes), *@start and *@size say
- * where it is, *@mod names its module or is NULL for vmlinux.  False if
- * @addr is in no symbol kallsyms knows.
- */
-static bool kpatch_symbol(unsigned long addr, char *buf, unsigned long *start,
-			  unsigned long *size, char **mod)
-{
-	char *plus, *slash;
-	unsigned long off;
-
-	sprint_symbol(buf, addr);	/* "name+0xoff/0xsize [module]" */
-	*mod = strchr(buf, ' ');
-	if (*mod) {
-		*(*mod)++ = '\0';
-		if (*(*mod)++ != '[')
-			return false;
-		(*mod)[strcspn(*mod, " ]")] = '\0';
-	}
-	plus = strrchr(buf, '+');
-	slash = strrchr(buf, '/');
-	if (!plus || !slash || slash < plus)
-		return false;
-	*slash = '\0';
-	*plus = '\0';
-	if (kstrtoul(plus + 1, 16, &off) || kstrtoul(slash + 1, 16, size) ||
-	    off >= *size)
-		return false;
-	*start = addr - off;
-	return true;
-}
-
-/* Does vmlinux map @addr as executable text? */
-static bool kpatch_kernel_text(unsigned long addr)
-{
-	unsigned int level;
-	pte_t *pte = lookup_address(addr, &level);
-
-	return pte && pte_present(*pte) && pte_exec(*pte);
-}
-
-/*
  * One reading: the code to read, in the update's ranges from @first on,
  * which grow as jumps lead further.  Jumps are followed only within the
  * text of @mod, or of vmlinux if it is NULL; with @fn set only into pieces
@@ -1353,7 +1803,7 @@ static bool kpatch_kernel_text(unsigned long addr)
  * code that could not be decoded.
  */
 struct kpatch_reading {
-	struct kpatch_update *upd;
+	struct kpatch_try *try;
 	unsigned int first;
 	struct module *mod;
 	unsigned long fn;
@@ -1371,15 +1821,15 @@ static void kpatch_reading_lost(struct kpatch_reading *rd)
 /* Follow a jump of @rd to @target. */
 static int kpatch_follow(struct kpatch_reading *rd, unsigned long target)
 {
-	struct kpatch_update *upd = rd->upd;
+	struct kpatch_try *try = rd->try;
 	unsigned long start, size, lo, hi;
 	unsigned int i;
 	bool home;
 	char *mod;
 
-	for (i = rd->first; i < upd->nr_ranges; i++)
-		if (target >= upd->ranges[i].start &&
-		    target < upd->ranges[i].end)
+	for (i = rd->first; i < try->nr_ranges; i++)
+		if (target >= try->ranges[i].start &&
+		    target < try->ranges[i].end)
 			return 0;	/* read, or to be read */
 	if (target == kpatch_return_thunk)
 		return 0;
@@ -1410,7 +1860,7 @@ static int kpatch_follow(struct kpatch_reading *rd, unsigned long target)
 		     !str_has_prefix(rd->sym + rd->nlen, ".part.")))
 			return 0;	/* a tail call: the function ends */
 	}
-	return kpatch_add_range(upd, start, size);
+	return kpatch_add_range(try, start, size);
 }
 
 /*
@@ -1461,7 +1911,7 @@ static int kpatch_follow_int3(struct kpatch_reading *rd, const u8 *p,
  */
 static int kpatch_read(struct kpatch_reading *rd)
 {
-	struct kpatch_update *upd = rd->upd;
+	struct kpatch_try *try = rd->try;
 	unsigned long start, end, target, i;
 	bool bytewise, padding;
 	enum kpatch_insn kind;
@@ -1469,9 +1919,9 @@ static int kpatch_read(struct kpatch_reading *rd)
 	const u8 *p;
 	int ret = 0;
 
-	for (r = rd->first; r < upd->nr_ranges; r++) {
-		start = upd->ranges[r].start;
-		end = upd->ranges[r].end;
+	for (r = rd->first; r < try->nr_ranges; r++) {
+		start = try->ranges[r].start;
+		end = try->ranges[r].end;
 		bytewise = false;
 		padding = false;
 		for (i = 0; start + i < end; i += bytewise ? 1 : len) {
@@ -1519,71 +1969,65 @@ static int kpatch_read(struct kpatch_reading *rd)
  * to such a piece by a jump, and a .cold piece jumps back into f; so a
  * task that sleeps in a call made from a piece has no return address in
  * f, yet runs f's code when it wakes.  To the stack check, the pieces are
- * f: add @func's old function (@old) or its new one to the ranges, with
+ * f: add the old function of @e (@old) or its new one to the ranges, with
  * every symbol named like one of its pieces ("f.cold", "f.part.N",
  * "f.part.N.cold", ...) that its jumps, or its pieces' jumps, lead into,
  * at any offset.  A jump to anything else is a tail call, whose target
  * does not belong to f.
  */
-static __cold int kpatch_add_code(struct kpatch_update *upd,
-				  const struct kpatch_func *func, bool old)
+static __cold int kpatch_add_code(struct kpatch_try *try,
+				  const struct kpatch_entry *e, bool old)
 {
-	const struct kpatch_module *kpmod = func->kpmod;
-	unsigned int i = func - kpmod->funcs;
 	struct kpatch_reading rd = {
-		.upd = upd,
-		.first = upd->nr_ranges,
-		.mod = kpmod->pins[old ? KPATCH_PIN_OLD(i) : KPATCH_PIN_NEW(i)],
-		.fn = old ? func->old_addr : func->new_addr,
+		.try = try,
+		.first = try->nr_ranges,
+		.mod = old ? e->old_mod : e->new_mod,
+		.fn = old ? e->old_addr : e->new_addr,
 	};
 	int ret;
 
-	ret = kpatch_add_range(upd, rd.fn, old ? func->old_size :
-						 func->new_size);
+	ret = kpatch_add_range(try, rd.fn, old ? e->old_size : e->new_size);
 	ret = ret ?: kpatch_read(&rd);
 	kfree(rd.sym);
 	return ret;
 }
 
 /*
- * The module that function @i of @kpmod redirects calls into from
- * outside: that of its new function, if it is in a module and its old
- * function is not in the same one; else NULL.  A module that patches
- * itself sends no task in: its callers are its own, and its own code
- * decides when it may go.
+ * The module that @e redirects calls into from outside: that of its new
+ * function, if it is in a module and its old function is not in the same
+ * one; else NULL.  A module that patches itself sends no task in: its
+ * callers are its own, and its own code decides when it may go.
  */
-static struct module *kpatch_way_in(const struct kpatch_module *kpmod,
-				    int i)
+static struct module *kpatch_way_in(const struct kpatch_entry *e)
 {
-	struct module *mod = kpmod->pins[KPATCH_PIN_NEW(i)];
-
-	return mod == kpmod->pins[KPATCH_PIN_OLD(i)] ? NULL : mod;
+	return e->new_mod == e->old_mod ? NULL : e->new_mod;
 }
 
-/* Does @kpmod redirect calls into @mod? */
-static bool kpatch_redirects_into(const struct kpatch_module *kpmod,
+/* Does @patch redirect calls into @mod? */
+static bool kpatch_redirects_into(const struct kpatch_patch *patch,
 				  const struct module *mod)
 {
-	int i;
+	unsigned int i;
 
-	for (i = 0; i < kpmod->num_funcs; i++)
-		if (kpatch_way_in(kpmod, i) == mod)
+	for (i = 0; i < patch->nr; i++)
+		if (kpatch_way_in(&patch->entries[i]) == mod)
 			return true;
 	return false;
 }
 
-/* Does a patch that is enabled after @upd redirect calls into @mod? */
-static bool kpatch_redirected_after(const struct kpatch_update *upd,
+/* Does a patch that is enabled after @try redirect calls into @mod? */
+static bool kpatch_redirected_after(const struct kpatch_try *try,
 				    const struct module *mod)
 {
-	struct kpatch_module *kpmod;
+	const struct kpatch_request *req = try->req;
+	struct kpatch_patch *p;
 
-	if (upd->add && kpatch_redirects_into(upd->add, mod))
+	if (req->add && kpatch_redirects_into(req->add, mod))
 		return true;
-	if (upd->replace)	/* every enabled patch goes */
+	if (req->replace)	/* every enabled patch goes */
 		return false;
-	list_for_each_entry(kpmod, &kpatch_patches, list)
-		if (kpmod != upd->remove && kpatch_redirects_into(kpmod, mod))
+	list_for_each_entry(p, &kpatch_patches, list)
+		if (p != req->remove && kpatch_redirects_into(p, mod))
 			return true;
 	return false;
 }
@@ -1631,13 +2075,12 @@ static struct kpatch_ways_in *kpatch_ways_in_find(const struct module *mod)
  * anywhere in @mod: then the whole module is checked instead, except for
  * its own kernel threads (kpatch_in_whole()).
  */
-static __cold int kpatch_add_reach(struct kpatch_update *upd,
-				   struct module *mod,
+static __cold int kpatch_add_reach(struct kpatch_try *try, struct module *mod,
 				   const unsigned long *addr, unsigned int n)
 {
 	struct kpatch_reading rd = {
-		.upd = upd,
-		.first = upd->nr_ranges,
+		.try = try,
+		.first = try->nr_ranges,
 		.mod = mod,
 	};
 	unsigned long start, size;
@@ -1650,100 +2093,95 @@ static __cold int kpatch_add_reach(struct kpatch_update *upd,
 		return -ENOMEM;
 	for (i = 0; i < n && !ret; i++)
 		if (kpatch_symbol(addr[i], rd.sym, &start, &size, &modname))
-			ret = kpatch_add_range(upd, start, size);
+			ret = kpatch_add_range(try, start, size);
 		else
 			rd.lost = true;
 	ret = ret ?: kpatch_read(&rd);
 	kfree(rd.sym);
 	if (!ret && rd.lost) {
-		upd->nr_ranges = rd.first;
-		upd->whole[upd->nr_whole++] = mod;
+		try->nr_ranges = rd.first;
+		try->whole[try->nr_whole++] = mod;
 	}
 	return ret;
 }
 
-/*
- * For every module that a patch @upd removes redirects into: a new record
- * of its ways in, those of the record it has and those the update
- * removes, in upd->ways (kpatch_ways_in_commit() keeps it if other patches
- * still redirect into the module); and if none will, the check of where
- * they can have led.
- */
-static __cold int kpatch_add_reaches(struct kpatch_update *upd)
+/* A new record of the ways into @mod: its record's, and those @try removes. */
+static struct kpatch_ways_in *kpatch_ways_in_new(const struct kpatch_try *try,
+						 struct module *mod)
 {
-	struct kpatch_ways_in *old, *w;
-	struct kpatch_module *kpmod;
-	unsigned int p, q, k, n;
+	struct kpatch_ways_in *old = kpatch_ways_in_find(mod), *w;
+	unsigned int i, n = old ? old->nr : 0;
+
+	for (i = 0; i < try->first_add; i++)
+		n += kpatch_way_in(try->touched[i]) == mod;
+	w = kmalloc(struct_size(w, addr, n), GFP_KERNEL);
+	if (!w)
+		return NULL;
+	w->mod = mod;
+	w->nr = old ? old->nr : 0;
+	if (old)
+		memcpy(w->addr, old->addr, old->nr * sizeof(*w->addr));
+	for (i = 0; i < try->first_add; i++)
+		if (kpatch_way_in(try->touched[i]) == mod)
+			w->addr[w->nr++] = try->touched[i]->new_addr;
+	return w;
+}
+
+/*
+ * For every module that @try takes redirects into away from: a new record
+ * of its ways in, in try->ways (kpatch_ways_in_commit() keeps it if other
+ * patches still redirect into the module); and if none will, the check of
+ * where they can have led.
+ */
+static __cold int kpatch_add_reaches(struct kpatch_try *try)
+{
+	struct kpatch_ways_in *w;
 	struct module *mod;
-	int i, j, ret = 0;
+	unsigned int i, k;
+	int ret = 0;
 
-	for (p = 0; p < upd->nr_parts && !ret; p++) {
-		kpmod = upd->parts[p];
-		for (i = 0; kpmod != upd->add && i < kpmod->num_funcs && !ret;
-		     i++) {
-			mod = kpatch_way_in(kpmod, i);
-			for (k = 0; mod && k < upd->nr_ways; k++)
-				if (upd->ways[k]->mod == mod)
-					mod = NULL;
-			if (!mod)
-				continue;
-
-			old = kpatch_ways_in_find(mod);
-			n = old ? old->nr : 0;
-			for (q = p; q < upd->nr_parts; q++)
-				for (j = 0; upd->parts[q] != upd->add &&
-				     j < upd->parts[q]->num_funcs; j++)
-					n += kpatch_way_in(upd->parts[q], j) == mod;
-			w = kmalloc(struct_size(w, addr, n), GFP_KERNEL);
-			if (!w) {
-				ret = -ENOMEM;
-				break;
-			}
-			w->mod = mod;
-			w->nr = old ? old->nr : 0;
-			if (old)
-				memcpy(w->addr, old->addr,
-				       old->nr * sizeof(*w->addr));
-			for (q = p; q < upd->nr_parts; q++)
-				for (j = 0; upd->parts[q] != upd->add &&
-				     j < upd->parts[q]->num_funcs; j++)
-					if (kpatch_way_in(upd->parts[q], j) == mod)
-						w->addr[w->nr++] =
-							upd->parts[q]->funcs[j].new_addr;
-			upd->ways[upd->nr_ways++] = w;
-			if (!kpatch_redirected_after(upd, mod))
-				ret = kpatch_add_reach(upd, mod, w->addr, w->nr);
-		}
+	for (i = 0; i < try->first_add && !ret; i++) {
+		mod = kpatch_way_in(try->touched[i]);
+		for (k = 0; mod && k < try->nr_ways; k++)
+			if (try->ways[k]->mod == mod)
+				mod = NULL;
+		if (!mod)
+			continue;
+		w = kpatch_ways_in_new(try, mod);
+		if (!w)
+			return -ENOMEM;
+		try->ways[try->nr_ways++] = w;
+		if (!kpatch_redirected_after(try, mod))
+			ret = kpatch_add_reach(try, mod, w->addr, w->nr);
 	}
 	return ret;
 }
 
 /*
- * @upd took effect: keep the new records of ways in for the modules that
+ * @try took effect: keep the new records of ways in for the modules that
  * patches still redirect into, and drop the old ones.
  */
-static __cold void kpatch_ways_in_commit(struct kpatch_update *upd)
+static __cold void kpatch_ways_in_commit(struct kpatch_try *try)
 {
 	struct kpatch_ways_in *old, *w;
-	struct kpatch_module *kpmod;
-	bool kept;
+	struct kpatch_patch *p;
+	bool kept = false;
 	unsigned int k;
 
-	for (k = 0; k < upd->nr_ways; k++) {
-		w = upd->ways[k];
+	for (k = 0; k < try->nr_ways; k++, kept = false) {
+		w = try->ways[k];
 		old = kpatch_ways_in_find(w->mod);
 		if (old) {
 			list_del(&old->list);
 			kfree(old);
 		}
-		kept = false;
-		list_for_each_entry(kpmod, &kpatch_patches, list)
-			kept |= kpatch_redirects_into(kpmod, w->mod);
+		list_for_each_entry(p, &kpatch_patches, list)
+			kept |= kpatch_redirects_into(p, w->mod);
 		if (kept)
 			list_add(&w->list, &kpatch_ways_in);
 		else
 			kfree(w);
-		upd->ways[k] = NULL;
+		try->ways[k] = NULL;
 	}
 }
 
@@ -1757,14 +2195,14 @@ static __cold void kpatch_ways_in_commit(struct kpatch_update *upd)
  * do_exit() on (PF_EXITING) that no longer holds, and such a thread counts
  * like any task.  kthread_func() reads only the task.
  */
-static bool kpatch_in_whole(const struct kpatch_update *upd,
+static bool kpatch_in_whole(const struct kpatch_try *try,
 			    struct task_struct *task, unsigned long addr)
 {
 	struct module *mod;
 	unsigned int i;
 
-	for (i = 0; i < upd->nr_whole; i++) {
-		mod = upd->whole[i];
+	for (i = 0; i < try->nr_whole; i++) {
+		mod = try->whole[i];
 		if (!within_module(addr, mod))
 			continue;
 		if (!(task->flags & PF_EXITING) &&
@@ -1776,27 +2214,27 @@ static bool kpatch_in_whole(const struct kpatch_update *upd,
 }
 
 /* Free what kpatch_build_ranges() allocated, and records not kept. */
-static void kpatch_free_ranges(struct kpatch_update *upd)
+static void kpatch_free_ranges(struct kpatch_try *try)
 {
-	while (upd->nr_ways)
-		kfree(upd->ways[--upd->nr_ways]);
-	kfree(upd->ways);
-	upd->ways = NULL;
-	kfree(upd->whole);
-	upd->whole = NULL;
-	upd->nr_whole = 0;
-	kfree(upd->ranges);
-	upd->ranges = NULL;
-	upd->nr_ranges = 0;
+	while (try->nr_ways)
+		kfree(try->ways[--try->nr_ways]);
+	kfree(try->ways);
+	try->ways = NULL;
+	kfree(try->whole);
+	try->whole = NULL;
+	try->nr_whole = 0;
+	kfree(try->ranges);
+	try->ranges = NULL;
+	try->nr_ranges = 0;
 }
 
 /*
- * Build the table of code that must not be running for @upd to be safe:
+ * Build the table of code that must not be running for @try to be safe:
  * for every function whose visible version the update changes, the code
  * that runs for it now -- the new function of the entry on top of its
  * stack, if any -- and always the old function itself.  The old function
  * is on a stack not only when it runs unpatched: a task preempted inside
- * ftrace's trampoline, the ftrace_ops handler or kpatch's trampoline has
+ * ftrace's trampoline, the ftrace_ops handler or kpatch's guard has
  * the return address of the old function's fentry call on its stack, and
  * resumes wherever the target it read pointed it.  Each function comes
  * with its pieces (kpatch_add_code()).  Removing an entry that is not on
@@ -1806,75 +2244,77 @@ static void kpatch_free_ranges(struct kpatch_update *upd)
  * so the table cannot change between here and the callback.  On failure
  * nothing is left allocated.
  */
-static int kpatch_build_ranges(struct kpatch_update *upd)
+static int kpatch_build_ranges(struct kpatch_try *try)
 {
-	struct kpatch_func *func, *top;
+	struct kpatch_entry *e, *top;
+	struct kpatch_site *site;
 	unsigned int i, n;
 	int ret = 0;
 
 	/* Room for two functions per entry and two modules; more if needed. */
-	upd->nr_ranges = 0;
-	upd->max_ranges = 4 * upd->nr_touched + 4;
-	upd->ranges = kmalloc_array(upd->max_ranges, sizeof(*upd->ranges),
+	try->nr_ranges = 0;
+	try->max_ranges = 4 * try->nr_touched + 4;
+	try->ranges = kmalloc_array(try->max_ranges, sizeof(*try->ranges),
 				    GFP_KERNEL);
-	upd->ways = kmalloc_array(upd->nr_touched ?: 1, sizeof(*upd->ways),
+	try->ways = kmalloc_array(try->nr_touched ?: 1, sizeof(*try->ways),
 				  GFP_KERNEL);
-	upd->whole = kmalloc_array(upd->nr_touched ?: 1, sizeof(*upd->whole),
+	try->whole = kmalloc_array(try->nr_touched ?: 1, sizeof(*try->whole),
 				   GFP_KERNEL);
-	if (!upd->ranges || !upd->ways || !upd->whole)
+	if (!try->ranges || !try->ways || !try->whole)
 		ret = -ENOMEM;
 
-	for (i = 0; i < upd->nr_touched && !ret; i++) {
-		func = upd->touched[i];
-		top = kpatch_top_func(func->ip);
-		if (i >= upd->first_add) {
+	for (i = 0; i < try->nr_touched && !ret; i++) {
+		e = try->touched[i];
+		site = kpatch_site_find(e->ip);
+		top = site ? kpatch_top(site) : NULL;
+		if (i >= try->first_add) {
 			if (top)
-				ret = kpatch_add_code(upd, top, false);
-		} else if (top == func) {
-			ret = kpatch_add_code(upd, func, false);
+				ret = kpatch_add_code(try, top, false);
+		} else if (top == e) {
+			ret = kpatch_add_code(try, e, false);
 		} else {
 			continue;	/* not visible: nothing changes */
 		}
-		ret = ret ?: kpatch_add_code(upd, func, true);
+		ret = ret ?: kpatch_add_code(try, e, true);
 	}
-	ret = ret ?: kpatch_add_reaches(upd);
+	ret = ret ?: kpatch_add_reaches(try);
 	if (ret) {
-		kpatch_free_ranges(upd);
+		kpatch_free_ranges(try);
 		return ret;
 	}
 
 	/* Sort and merge, so that one binary search answers each address. */
-	sort(upd->ranges, upd->nr_ranges, sizeof(*upd->ranges),
+	sort(try->ranges, try->nr_ranges, sizeof(*try->ranges),
 	     kpatch_cmp_range, NULL);
-	for (i = 1, n = upd->nr_ranges ? 1 : 0; i < upd->nr_ranges; i++) {
-		struct kpatch_range *last = &upd->ranges[n - 1];
+	for (i = 1, n = try->nr_ranges ? 1 : 0; i < try->nr_ranges; i++) {
+		struct kpatch_range *last = &try->ranges[n - 1];
 
-		if (upd->ranges[i].start <= last->end)
-			last->end = max(last->end, upd->ranges[i].end);
+		if (try->ranges[i].start <= last->end)
+			last->end = max(last->end, try->ranges[i].end);
 		else
-			upd->ranges[n++] = upd->ranges[i];
+			try->ranges[n++] = try->ranges[i];
 	}
-	upd->nr_ranges = n;
+	try->nr_ranges = n;
 	return 0;
 }
 
-/* Is there any code that @upd's stack check looks for? */
-static bool kpatch_checks(const struct kpatch_update *upd)
+/* Is there any code that @try's stack check looks for? */
+static bool kpatch_checks(const struct kpatch_try *try)
 {
-	return upd->nr_ranges || upd->nr_whole;
+	return try->nr_ranges || try->nr_whole;
 }
 
-static bool kpatch_in_ranges(const struct kpatch_update *upd,
+static bool kpatch_in_ranges(const struct kpatch_try *try,
 			     unsigned long addr)
 {
-	unsigned int lo = 0, hi = upd->nr_ranges;
+	unsigned int lo = 0, hi = try->nr_ranges;
 
 	while (lo < hi) {
 		unsigned int mid = lo + (hi - lo) / 2;
 
-		if (addr < upd->ranges[mid].start)
+		if (addr < try->ranges[mid].start)
 			hi = mid;
-		else if (addr >= upd->ranges[mid].end)
+		else if (addr >= try->ranges[mid].end)
 			lo = mid + 1;
 		else
 			return true;
@@ -1892,14 +2332,14 @@ static int kpatch_comm_len(const char *comm)
 	return strnlen(comm, TASK_COMM_LEN);
 }
 
-static __cold void kpatch_refuse(struct kpatch_update *upd,
+static __cold void kpatch_refuse(struct kpatch_try *try,
 				 enum kpatch_refusal why,
 				 struct task_struct *task, unsigned long addr)
 {
-	upd->refusal = why;
-	upd->busy_addr = addr;
-	upd->busy_pid = task->pid;
-	strscpy(upd->busy_comm, task->comm, sizeof(upd->busy_comm));
+	try->refused.why = why;
+	try->refused.addr = addr;
+	try->refused.pid = task->pid;
+	strscpy(try->refused.comm, task->comm, sizeof(try->refused.comm));
 }
 
 /*
@@ -1910,7 +2350,7 @@ static __cold void kpatch_refuse(struct kpatch_update *upd,
  * address outside known text, makes the stack unreliable.
  */
 static int kpatch_walk_stack(struct task_struct *task,
-			     struct kpatch_update *upd)
+			     struct kpatch_try *try)
 {
 	struct unwind_state state;
 	struct pt_regs *regs;
@@ -1928,23 +2368,23 @@ static int kpatch_walk_stack(struct task_struct *task,
 			 * reliably, frame pointers do not.
 			 */
 			if (IS_ENABLED(CONFIG_FRAME_POINTER)) {
-				kpatch_refuse(upd, KPATCH_UNRELIABLE, task, 0);
+				kpatch_refuse(try, KPATCH_UNRELIABLE, task, 0);
 				return -EBUSY;
 			}
 		}
 		addr = unwind_get_return_address(&state);
 		if (!addr) {
-			kpatch_refuse(upd, KPATCH_UNRELIABLE, task, 0);
+			kpatch_refuse(try, KPATCH_UNRELIABLE, task, 0);
 			return -EBUSY;
 		}
-		if (kpatch_in_ranges(upd, addr) ||
-		    (upd->nr_whole && kpatch_in_whole(upd, task, addr))) {
-			kpatch_refuse(upd, KPATCH_BUSY, task, addr);
+		if (kpatch_in_ranges(try, addr) ||
+		    (try->nr_whole && kpatch_in_whole(try, task, addr))) {
+			kpatch_refuse(try, KPATCH_BUSY, task, addr);
 			return -EBUSY;
 		}
 	}
 	if (unwind_error(&state)) {
-		kpatch_refuse(upd, KPATCH_UNRELIABLE, task, 0);
+		kpatch_refuse(try, KPATCH_UNRELIABLE, task, 0);
 		return -EBUSY;
 	}
 	return 0;
@@ -1955,7 +2395,7 @@ static int kpatch_walk_stack(struct task_struct *task,
  * running (see below for the exceptions), so its stack cannot change.
  */
 static int kpatch_check_task(struct task_struct *task,
-			     struct kpatch_update *upd)
+			     struct kpatch_try *try)
 {
 	/*
 	 * Every online CPU other than this one is running its stopper thread
@@ -1978,7 +2418,7 @@ static int kpatch_check_task(struct task_struct *task,
 	if (!task_stack_page(task) || !refcount_read(&task->stack_refcount))
 		return 0;
 
-	return kpatch_walk_stack(task, upd);
+	return kpatch_walk_stack(task, try);
 }
 
 /*
@@ -2038,10 +2478,10 @@ static int kpatch_check_task(struct task_struct *task,
  */
 
 /* Remember that @task's stack is clean; its pi_lock is held. */
-static void kpatch_seen_add(struct kpatch_update *upd,
+static void kpatch_seen_add(struct kpatch_try *try,
 			    struct task_struct *task)
 {
-	struct kpatch_seen *s = &upd->seen[upd->nr_seen++];
+	struct kpatch_seen *s = &try->seen[try->nr_seen++];
 
 	s->task = task;
 	s->switches = task->nvcsw + task->nivcsw;
@@ -2055,13 +2495,13 @@ static void kpatch_seen_add(struct kpatch_update *upd,
  * a task that cannot be walked now is left to the callback.
  */
 static int kpatch_prewalk_task(struct task_struct *task,
-			       struct kpatch_update *upd)
+			       struct kpatch_try *try)
 {
 	unsigned long flags;
 	unsigned int state;
 	int ret = 0;
 
-	if (task == current || (!upd->check && upd->nr_seen == upd->max_seen))
+	if (task == current || (!try->req->check && try->nr_seen == try->max_seen))
 		return 0;
 
 	raw_spin_lock_irqsave(&task->pi_lock, flags);
@@ -2084,9 +2524,9 @@ static int kpatch_prewalk_task(struct task_struct *task,
 	if (!task_stack_page(task) || !refcount_read(&task->stack_refcount))
 		goto out;
 
-	ret = kpatch_walk_stack(task, upd);
-	if (!ret && !upd->check)
-		kpatch_seen_add(upd, task);
+	ret = kpatch_walk_stack(task, try);
+	if (!ret && !try->req->check)
+		kpatch_seen_add(try, task);
 out:
 	raw_spin_unlock_irqrestore(&task->pi_lock, flags);
 	return ret;
@@ -2101,20 +2541,20 @@ static int kpatch_cmp_seen(const void *a, const void *b)
 }
 
 /* Drop what the pre-walk of one try learned. */
-static void kpatch_forget(struct kpatch_update *upd)
+static void kpatch_forget(struct kpatch_try *try)
 {
-	kvfree(upd->seen);
-	kvfree(upd->seen_by_task);
-	upd->seen = NULL;
-	upd->seen_by_task = NULL;
-	upd->nr_seen = 0;
-	upd->max_seen = 0;
+	kvfree(try->seen);
+	kvfree(try->seen_by_task);
+	try->seen = NULL;
+	try->seen_by_task = NULL;
+	try->nr_seen = 0;
+	try->max_seen = 0;
 }
 
 /* A dry run found the task of the last refusal in the way: list it. */
-static void kpatch_blocker_add(struct kpatch_update *upd)
+static void kpatch_blocker_add(struct kpatch_try *try)
 {
-	struct kpatch_check *chk = upd->check;
+	struct kpatch_check *chk = try->req->check;
 	struct kpatch_blocker *b;
 
 	if (chk->nr == KPATCH_CHECK_MAX) {
@@ -2122,9 +2562,9 @@ static void kpatch_blocker_add(struct kpatch_update *upd)
 		return;
 	}
 	b = &chk->blockers[chk->nr++];
-	b->addr = upd->refusal == KPATCH_BUSY ? upd->busy_addr : 0;
-	b->pid = upd->busy_pid;
-	memcpy(b->comm, upd->busy_comm, sizeof(b->comm));
+	b->addr = try->refused.why == KPATCH_BUSY ? try->refused.addr : 0;
+	b->pid = try->refused.pid;
+	memcpy(b->comm, try->refused.comm, sizeof(b->comm));
 }
 
 /*
@@ -2133,32 +2573,32 @@ static void kpatch_blocker_add(struct kpatch_update *upd)
  * set's lock keeps each task_struct in it alive; it nests outside the
  * tasks' pi_lock, and no path takes them the other way round.
  */
-static int kpatch_check_exiting_dry(struct kpatch_update *upd);
+static int kpatch_check_exiting_dry(struct kpatch_try *try);
 
 /*
  * Pre-walk every task (see above).  Returns -EBUSY if a stack refuses the
  * update.  Without memory for the cache nothing is remembered, and the
- * callback walks every task.  A dry run (upd->check) caches nothing, goes
+ * callback walks every task.  A dry run (try->req->check) caches nothing, goes
  * on past a refusal to list every task in the way, and walks the exiting
  * tasks too.
  */
-static int kpatch_prewalk(struct kpatch_update *upd)
+static int kpatch_prewalk(struct kpatch_try *try)
 {
 	struct task_struct *g, *t;
 	unsigned int i, n = 0;
 	int ret = 0, busy = 0;
 
-	if (!kpatch_checks(upd))
+	if (!kpatch_checks(try))
 		return 0;
-	if (upd->check) {
+	if (try->req->check) {
 		rcu_read_lock();
 		for_each_process_thread(g, t)
-			if (kpatch_prewalk_task(t, upd)) {
-				kpatch_blocker_add(upd);
+			if (kpatch_prewalk_task(t, try)) {
+				kpatch_blocker_add(try);
 				busy = -EBUSY;
 			}
 		rcu_read_unlock();
-		return kpatch_check_exiting_dry(upd) ?: busy;
+		return kpatch_check_exiting_dry(try) ?: busy;
 	}
 
 	/* Room for the tasks there are now and some that may come. */
@@ -2167,32 +2607,32 @@ static int kpatch_prewalk(struct kpatch_update *upd)
 		n++;
 	rcu_read_unlock();
 	n += n / 16 + 16;
-	upd->seen = kvmalloc_array(n, sizeof(*upd->seen), GFP_KERNEL);
-	upd->seen_by_task = kvmalloc_array(n, sizeof(*upd->seen_by_task),
+	try->seen = kvmalloc_array(n, sizeof(*try->seen), GFP_KERNEL);
+	try->seen_by_task = kvmalloc_array(n, sizeof(*try->seen_by_task),
 					   GFP_KERNEL);
-	if (!upd->seen || !upd->seen_by_task) {
-		kpatch_forget(upd);
+	if (!try->seen || !try->seen_by_task) {
+		kpatch_forget(try);
 		return 0;
 	}
-	upd->max_seen = n;
+	try->max_seen = n;
 
 	/* for_each_process_thread() is two loops: leave with goto. */
 	rcu_read_lock();
 	for_each_process_thread(g, t) {
-		ret = kpatch_prewalk_task(t, upd);
+		ret = kpatch_prewalk_task(t, try);
 		if (ret)
 			goto out;
 	}
 out:
 	rcu_read_unlock();
 	if (ret) {
-		kpatch_forget(upd);
+		kpatch_forget(try);
 		return ret;
 	}
 
-	for (i = 0; i < upd->nr_seen; i++)
-		upd->seen_by_task[i] = &upd->seen[i];
-	sort(upd->seen_by_task, upd->nr_seen, sizeof(*upd->seen_by_task),
+	for (i = 0; i < try->nr_seen; i++)
+		try->seen_by_task[i] = &try->seen[i];
+	sort(try->seen_by_task, try->nr_seen, sizeof(*try->seen_by_task),
 	     kpatch_cmp_seen, NULL);
 	return 0;
 }
@@ -2203,12 +2643,12 @@ out:
  * the stack would cost every task of the callback's loop.
  */
 static noinline struct kpatch_seen *
-kpatch_seen_search(const struct kpatch_update *upd, struct task_struct *task)
+kpatch_seen_search(const struct kpatch_try *try, struct task_struct *task)
 {
 	struct kpatch_seen key = { .task = task }, *keyp = &key, **found;
 
-	found = bsearch(&keyp, upd->seen_by_task, upd->nr_seen,
-			sizeof(*upd->seen_by_task), kpatch_cmp_seen);
+	found = bsearch(&keyp, try->seen_by_task, try->nr_seen,
+			sizeof(*try->seen_by_task), kpatch_cmp_seen);
 	return found ? *found : NULL;
 }
 
@@ -2390,7 +2830,7 @@ static void kpatch_exiting_refill(struct work_struct *work)
  * From the stop_machine() callback: walk the exiting tasks that the
  * pre-walk did not find clean (it walked those still on the task list).
  */
-static int kpatch_check_exiting(struct kpatch_update *upd)
+static int kpatch_check_exiting(struct kpatch_try *try)
 {
 	struct kpatch_exiting *e;
 	struct kpatch_seen *s;
@@ -2398,15 +2838,15 @@ static int kpatch_check_exiting(struct kpatch_update *upd)
 
 	raw_spin_lock(&kpatch_exiting_lock);
 	if (kpatch_exiting_lost) {	/* since kpatch_try_update() looked */
-		upd->refusal = KPATCH_LOST;
+		try->refused.why = KPATCH_LOST;
 		ret = -EBUSY;
 		goto out;
 	}
 	hash_for_each(kpatch_exiting_hash, bkt, e, node) {
-		s = kpatch_seen_search(upd, e->task);
+		s = kpatch_seen_search(try, e->task);
 		if (s && kpatch_seen_unchanged(s, e->task))
 			continue;
-		ret = kpatch_check_task(e->task, upd);
+		ret = kpatch_check_task(e->task, try);
 		if (ret)
 			break;
 	}
@@ -2420,7 +2860,7 @@ out:
  * exiting task still on it has a pid, and the pre-walk listed it already)
  * and can be kept from running meanwhile.
  */
-static int kpatch_check_exiting_dry(struct kpatch_update *upd)
+static int kpatch_check_exiting_dry(struct kpatch_try *try)
 {
 	struct kpatch_exiting *e;
 	unsigned long flags;
@@ -2430,8 +2870,8 @@ static int kpatch_check_exiting_dry(struct kpatch_update *upd)
 	hash_for_each(kpatch_exiting_hash, bkt, e, node) {
 		if (pid_alive(e->task))
 			continue;
-		if (kpatch_prewalk_task(e->task, upd)) {
-			kpatch_blocker_add(upd);
+		if (kpatch_prewalk_task(e->task, try)) {
+			kpatch_blocker_add(try);
 			ret = -EBUSY;
 		}
 	}
@@ -2458,19 +2898,19 @@ static int kpatch_check_exiting_dry(struct kpatch_update *upd)
  * functions.  CPUs that are offline are not covered (see
  * Documentation.txt).
  */
-static int kpatch_check_stacks(struct kpatch_update *upd)
+static int kpatch_check_stacks(struct kpatch_try *try)
 {
-	struct kpatch_seen *next = upd->seen, *end = next + upd->nr_seen, *s;
+	struct kpatch_seen *next = try->seen, *end = next + try->nr_seen, *s;
 	struct task_struct *g, *t;
 	int ret;
 
-	if (!kpatch_checks(upd))
+	if (!kpatch_checks(try))
 		return 0;
 
 	/* Running now, or idle: whatever their switch counts say. */
-	ret = kpatch_check_task(current, upd);
+	ret = kpatch_check_task(current, try);
 	if (!ret)
-		ret = kpatch_check_task(&init_task, upd);
+		ret = kpatch_check_task(&init_task, try);
 	if (ret)
 		return ret;
 
@@ -2487,1139 +2927,20 @@ static int kpatch_check_stacks(struct kpatch_update *upd)
 			if (likely(kpatch_seen_unchanged(next++, t)))
 				continue;
 		} else {
-			s = kpatch_seen_search(upd, t);
+			s = kpatch_seen_search(try, t);
 			if (s) {
 				next = s + 1;
 				if (kpatch_seen_unchanged(s, t))
 					continue;
 			}
 		}
-		ret = kpatch_check_task(t, upd);
+		ret = kpatch_check_task(t, try);
 		if (ret)
 			goto out;
 	}
 out:
 	rcu_read_unlock();
-	return ret ?: kpatch_check_exiting(upd);
-}
-
-/* ------------------------------------------------------------------------
- * Sites: ftrace_ops sites, then direct sites
- */
-
-/*
- * Only looked at under kpatch_mutex, when an update makes or drops its
- * sites, never on a call: a small table keeps kpatch.ko small, and a
- * lookup walks a chain of a few dozen sites at worst.
- */
-#define KPATCH_SITE_BITS	7
-static DEFINE_HASHTABLE(kpatch_site_hash, KPATCH_SITE_BITS);
-
-/*
- * Never registered: its filter is only used to ask ftrace whether an
- * address is one of its call sites, without touching any code.
- */
-static struct ftrace_ops kpatch_probe_ops;
-
-/*
- * Registered from load to unload on kpatch_ftrace_anchor(), which is never
- * called, only for its FTRACE_OPS_FL_PERMANENT: while it is there,
- * `sysctl kernel.ftrace_enabled=0` is refused instead of silently
- * unpatching the kernel, and kpatch does not load while ftrace is off.
- * The direct ftrace_ops cannot carry that flag (ftrace sets their flags).
- */
-static void notrace kpatch_anchor_handler(unsigned long ip,
-					  unsigned long parent_ip,
-					  struct ftrace_ops *ops,
-					  struct ftrace_regs *fregs)
-{
-}
-
-static struct ftrace_ops kpatch_anchor_ops = {
-	.func	= kpatch_anchor_handler,
-	.flags	= FTRACE_OPS_FL_PERMANENT,
-};
-
-static noinline void kpatch_ftrace_anchor(void)
-{
-	barrier();
-}
-
-/*
- * The ftrace location of the function starting at @addr: the fentry call,
- * which on IBT kernels comes after the ENDBR (or its sealed replacement).
- */
-static unsigned long kpatch_ftrace_ip(unsigned long addr)
-{
-	return kpatch_endbr(addr, true) ? addr + ENDBR_INSN_SIZE : addr;
-}
-
-/*
- * Is @ip an ftrace call site?  Ask ftrace, then make sure the instruction
- * there is what ftrace puts at its sites (a 5-byte NOP or a CALL, or the
- * INT3 of a site being rewritten), so that @ip is the site itself and not
- * an address inside it.  Returns 0 if it is, -EINVAL if it is not, or
- * -ENOMEM if ftrace had no memory to answer.
- */
-static int kpatch_check_ftrace_site(unsigned long ip)
-{
-	static const u8 nop5[] = { BYTES_NOP5 };
-	u8 insn[MCOUNT_INSN_SIZE];
-	int ret;
-
-	ret = ftrace_set_filter_ip(&kpatch_probe_ops, ip, 0, 1);
-	if (ret)
-		return ret == -ENOMEM ? -ENOMEM : -EINVAL;
-	if (copy_from_kernel_nofault(insn, (void *)ip, sizeof(insn)))
-		return -EINVAL;
-	if (!memcmp(insn, nop5, sizeof(nop5)) ||
-	    insn[0] == CALL_INSN_OPCODE || insn[0] == INT3_INSN_OPCODE)
-		return 0;
-	return -EINVAL;
-}
-
-/*
- * A new site for the call site @ip of a function in @mod (NULL: vmlinux).
- * The patch being enabled pins @mod and kpatch already; the site takes
- * references of its own, see struct kpatch_site.
- */
-static struct kpatch_site *kpatch_site_alloc(unsigned long ip,
-					     struct module *mod)
-{
-	struct kpatch_site *site = kzalloc(sizeof(*site), GFP_KERNEL);
-
-	if (!site)
-		return NULL;
-	site->ip = ip;
-	site->mod = mod;
-	if (mod)
-		__module_get(mod);
-	__module_get(THIS_MODULE);
-	return site;
-}
-
-/* Free @site, which hooks nothing any more. */
-static void kpatch_site_free(struct kpatch_site *site)
-{
-	module_put(site->mod);
-	module_put(THIS_MODULE);
-	kfree(site);
-}
-
-/* The site at @ip, or NULL.  Caller holds kpatch_mutex. */
-static struct kpatch_site *kpatch_site_find(unsigned long ip)
-{
-	struct kpatch_site *site;
-
-	lockdep_assert_held(&kpatch_mutex);
-	hash_for_each_possible(kpatch_site_hash, site, node, ip)
-		if (site->ip == ip)
-			return site;
-	return NULL;
-}
-
-/*
- * A registration of an ftrace_ops failed.  It may have failed after ftrace
- * had put the ops on its list (another IPMODIFY user or direct call owns a
- * function, say), and ftrace takes it off again without waiting: a CPU in
- * ftrace's list function, which walks the list with preemption off, may
- * still be reading the ops and its filter, and calling its handler.  So
- * wait for those before the ops is freed.  Only on this failure path.
- */
-static __cold void kpatch_ftrace_gave_up(void)
-{
-	kpatch_sync_preempt_off();
-}
-
-/* Make an ftrace_ops site for the call site @ip of a function in @mod. */
-static int kpatch_fops_add(unsigned long ip, struct module *mod)
-{
-	struct kpatch_site *site;
-	struct kpatch_fops *fops;
-	int ret;
-
-	site = kpatch_site_alloc(ip, mod);
-	fops = kzalloc(sizeof(*fops), GFP_KERNEL);
-	if (!site || !fops) {
-		ret = -ENOMEM;
-		goto err_free;
-	}
-	fops->ops.func = kpatch_ftrace_handler;
-	fops->ops.flags = KPATCH_FOPS_FLAGS;
-	ret = ftrace_set_filter_ip(&fops->ops, ip, 0, 0);
-	if (!ret) {
-		ret = register_ftrace_function(&fops->ops);
-		if (ret)
-			kpatch_ftrace_gave_up();
-	}
-	if (ret) {
-		ftrace_free_filter(&fops->ops);
-		goto err_free;
-	}
-	site->fops = fops;
-	hash_add(kpatch_site_hash, &site->node, ip);
-	return 0;
-
-err_free:
-	kfree(fops);
-	if (site)
-		kpatch_site_free(site);
-	return ret;
-}
-
-#ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
-/*
- * The direct path.  Each direct site's fentry call is an ftrace direct
- * call of kpatch_direct_tramp, so a call of a patched function f goes
- *
- *   caller: call f  ->  f: call kpatch_direct_tramp  ->  trampoline
- *
- * and finds on the stack f's fentry return address, then the caller's
- * return address.  The trampoline looks the first up in
- * kpatch_direct_table, overwrites that return address with the slot's
- * target and returns.  The target is always an address to return to, so
- * that the trampoline tests nothing but the key (see kpatch_site_settle()):
- * the replacement, which then runs exactly as if the caller had called
- * it; the key itself, to go on in f; or kpatch_direct_slowpath, which
- * asks kpatch_redirect_slow(), saving the argument registers around the
- * call.  Only %r10 and %r11, which carry no argument at a function's
- * entry, are used on the fast path, and %r11 still holds the key when the
- * trampoline returns into kpatch_direct_slowpath.
- *
- * The trampoline is an ordinary function for objtool: one return address
- * on the stack on every path, no frame, so the ORC data objtool writes for
- * it lets the unwinder and the stack check walk through it (a task can be
- * interrupted and preempted inside it; its stack then shows the trampoline
- * and f's fentry return address, or, for the two instructions after the
- * overwrite, the replacement's address -- both are in the ranges that the
- * stack check of any update changing f refuses).  It ends in RET, the
- * kernel's return thunk where the kernel uses one, and accounts for its
- * call where the kernel tracks call depth, like ftrace's own trampolines.
- *
- * The consistency of one call sequence (an NMI that calls f and then g must
- * see one version of the patch) is argued at kpatch_update_cb().
- */
-void kpatch_direct_tramp(void);
-
-/*
- * The table the direct trampoline looks its caller up in: open addressing
- * with linear probing, keyed by the return address of the fentry call
- * (ip + MCOUNT_INSN_SIZE), hashed by a multiply of its low 32 bits.
- * A slot is 16 bytes, the key and the address the trampoline returns to,
- * so that the trampoline reaches both from one pointer.
- *
- * The table is allocated with the first direct site and freed when the
- * last one goes (kpatch_direct_table_get() and kpatch_direct_table_put()):
- * 64 KiB that kpatch does not hold while it has no direct site.
- *
- * Written under kpatch_mutex, read by the trampoline without any lock.  A
- * key is added (its target first, then the key) before its direct call is
- * registered, and removed (replaced by KPATCH_DIRECT_GONE, which a lookup
- * steps over) only after the call is unregistered, which waits for every
- * task inside the trampoline.  Live entries never move, and a slot
- * becomes empty again only where no lookup for a live key can pass it
- * (see kpatch_direct_remove()), so a lookup always reaches its key before
- * an empty slot.  At most KPATCH_DIRECT_MAX slots are used (live or
- * gone), which keeps lookups short; beyond that, new sites take the
- * ftrace_ops path, and the update says so in the log.
- */
-#define KPATCH_DIRECT_BITS	12
-#define KPATCH_DIRECT_SLOTS	4096	/* 2^KPATCH_DIRECT_BITS, for the asm */
-#define KPATCH_DIRECT_MAX	(KPATCH_DIRECT_SLOTS / 2)
-#define KPATCH_DIRECT_GONE	1UL
-#define KPATCH_DIRECT_MUL	0x61c88647	/* 2^32 / golden ratio */
-
-struct kpatch_direct_slot {
-	unsigned long key;		/* offset 0, for the asm */
-	unsigned long target;		/* offset 8, for the asm */
-};
-
-/*
- * The trampoline loads this pointer on every call.  It is set before the
- * first direct call is registered and cleared only after the last one is
- * unregistered, so a trampoline never finds it NULL (the direct call of
- * kpatch_direct_anchor() is never made).
- */
-static struct kpatch_direct_slot *kpatch_direct_table __used;
-static unsigned int kpatch_direct_used;	/* slots live or gone */
-static unsigned int kpatch_direct_live;
-static bool kpatch_direct_full_logged;	/* until there is room again */
-
-/* The trampoline's slow path; @ret is the fentry call's return address. */
-static unsigned long notrace __used kpatch_direct_slow(unsigned long ret)
-{
-	return kpatch_redirect_slow(ret - MCOUNT_INSN_SIZE);
-}
-
-#define KPATCH_STR(x)	__stringify(x)
-
-/*
- * Aligned to 16 bytes like every function the compiler emits: ftrace takes
- * the low bit of a direct call's address as a flag on kernels with
- * DYNAMIC_FTRACE_WITH_JMP (an odd address means "jump there, do not
- * call"), so the address must be even, and the test bed's build checks
- * that it is a multiple of 16.
- */
-asm(".pushsection .text, \"ax\", @progbits\n"
-"	.balign	16\n"
-"	.type	kpatch_direct_tramp, @function\n"
-"kpatch_direct_tramp:\n"
-	ASM_ENDBR
-	CALL_DEPTH_ACCOUNT "\n"
-"	movq	(%rsp), %r11\n"
-"	imull	$" KPATCH_STR(KPATCH_DIRECT_MUL) ", %r11d, %r10d\n"
-"	shrl	$(32 - " KPATCH_STR(KPATCH_DIRECT_BITS) "), %r10d\n"
-"	shll	$4, %r10d\n"
-"	addq	kpatch_direct_table(%rip), %r10\n"
-"1:	cmpq	%r11, (%r10)\n"
-"	jne	2f\n"
-"	movq	8(%r10), %r10\n"
-"	movq	%r10, (%rsp)\n"
-	ASM_RET
-"2:	cmpq	$0, (%r10)\n"
-"	je	3f\n"
-"	subq	kpatch_direct_table(%rip), %r10\n"
-"	addl	$16, %r10d\n"
-"	andl	$(" KPATCH_STR(KPATCH_DIRECT_SLOTS) " * 16 - 1), %r10d\n"
-"	addq	kpatch_direct_table(%rip), %r10\n"
-"	jmp	1b\n"
-"3:\n"
-	ASM_RET
-"	.size	kpatch_direct_tramp, . - kpatch_direct_tramp\n"
-"	.popsection\n"
-);
-
-/*
- * The target of a direct site whose calls take the slow path.  The
- * trampoline returns into it with the caller's return address on the
- * stack, as if the caller had called it, and the key, f's fentry return
- * address, in %r11.  Pushing the key rebuilds the stack of the
- * trampoline's entry, which the unwind hint tells objtool, so that from
- * there on the unwinder and the stack check see f's fentry return address
- * as in the trampoline.  Before the push the task is, for them, about to
- * call f, and the lookup it then makes sees the table as it is by then.
- * The second return (a push and a RET) is accounted for where the kernel
- * tracks call depth.  Entered by RET, not by a call, it has an ENDBR only
- * because its address is taken.
- */
-asmlinkage void kpatch_direct_slowpath(void);
-
-asm(".pushsection .text, \"ax\", @progbits\n"
-"	.balign	16\n"
-"	.type	kpatch_direct_slowpath, @function\n"
-"kpatch_direct_slowpath:\n"
-	ASM_ENDBR
-	CALL_DEPTH_ACCOUNT "\n"
-"	pushq	%r11\n"
-	UNWIND_HINT_FUNC
-"	pushq	%rdi\n"
-"	pushq	%rsi\n"
-"	pushq	%rdx\n"
-"	pushq	%rcx\n"
-"	pushq	%r8\n"
-"	pushq	%r9\n"
-"	pushq	%rax\n"
-"	movq	%r11, %rdi\n"
-"	call	kpatch_direct_slow\n"
-"	movq	%rax, %r10\n"
-"	popq	%rax\n"
-"	popq	%r9\n"
-"	popq	%r8\n"
-"	popq	%rcx\n"
-"	popq	%rdx\n"
-"	popq	%rsi\n"
-"	popq	%rdi\n"
-"	testq	%r10, %r10\n"
-"	jz	1f\n"
-"	movq	%r10, (%rsp)\n"
-"1:\n"
-	ASM_RET
-"	.size	kpatch_direct_slowpath, . - kpatch_direct_slowpath\n"
-"	.popsection\n"
-);
-
-/*
- * Where ftrace waits for an RCU-tasks grace period whenever it registers a
- * direct call while it has none (KPATCH_DIRECT_ANCHOR), kpatch keeps one,
- * on kpatch_direct_anchor() (never called), from load to unload, so that
- * an update does not wait.  The calls that set up one direct call at a
- * time without a grace period are not used: they corrupt ftrace's state
- * when memory runs out while one is dropped.  Where no anchor is needed,
- * the compiler drops all of it.
- */
-static noinline void kpatch_direct_anchor(void)
-{
-	barrier();
-}
-
-static struct ftrace_ops kpatch_direct_anchor_ops;
-
-static int kpatch_direct_anchor_set(void)
-{
-	int ret;
-
-	if (!KPATCH_DIRECT_ANCHOR)
-		return 0;
-	ret = ftrace_set_filter_ip(&kpatch_direct_anchor_ops,
-				   (unsigned long)kpatch_direct_anchor, 0, 1);
-	if (!ret)
-		ret = kpatch_direct_ops_register(&kpatch_direct_anchor_ops);
-	if (ret) {
-		ftrace_free_filter(&kpatch_direct_anchor_ops);
-		pr_err("cannot set up the direct call anchor (%d)\n", ret);
-	}
-	return ret;
-}
-
-/* Drop the anchor; waits for an RCU-tasks grace period. */
-static void kpatch_direct_unanchor(void)
-{
-	if (!KPATCH_DIRECT_ANCHOR)
-		return;
-	kpatch_direct_ops_unregister(&kpatch_direct_anchor_ops);
-	ftrace_free_filter(&kpatch_direct_anchor_ops);
-}
-
-/* Set up the direct calls of the new group @grp, for @ips[@n]. */
-static int kpatch_group_register(struct kpatch_group *grp, unsigned long *ips,
-				 unsigned int n)
-{
-	int ret = ftrace_set_filter_ips(&grp->ops, ips, n, 0, 1);
-
-	if (!ret) {
-		ret = kpatch_direct_ops_register(&grp->ops);
-		if (ret)
-			kpatch_ftrace_gave_up();
-	}
-	return ret;
-}
-
-/* The first slot to try for @key; the trampoline computes the same. */
-static unsigned int kpatch_direct_hash(unsigned long key)
-{
-	BUILD_BUG_ON(KPATCH_DIRECT_SLOTS != 1U << KPATCH_DIRECT_BITS);
-	BUILD_BUG_ON(sizeof(struct kpatch_direct_slot) != 16 ||
-		     offsetof(struct kpatch_direct_slot, target) != 8);
-	return ((u32)key * KPATCH_DIRECT_MUL) >> (32 - KPATCH_DIRECT_BITS);
-}
-
-/*
- * Add @key with the target of no entry (the key itself), and return its
- * slot.  There is room.
- */
-static struct kpatch_direct_slot *kpatch_direct_insert(unsigned long key)
-{
-	struct kpatch_direct_slot *tab = kpatch_direct_table;
-	unsigned int i = kpatch_direct_hash(key);
-
-	while (tab[i].key > KPATCH_DIRECT_GONE)
-		i = (i + 1) & (KPATCH_DIRECT_SLOTS - 1);
-	if (!tab[i].key)
-		kpatch_direct_used++;
-	kpatch_direct_live++;
-	WRITE_ONCE(tab[i].target, key);
-	/*
-	 * The target before the key, for a trampoline that finds the key
-	 * (x86 keeps the trampoline's two loads in order).  No call can reach
-	 * the key before its direct call is registered anyway.
-	 */
-	smp_wmb();
-	WRITE_ONCE(tab[i].key, key);
-	return &tab[i];
-}
-
-/*
- * Remove the key in @slot; its direct call is unregistered, so no lookup
- * is for it any more.  The slot becomes a tombstone, and tombstones that
- * end a run of used slots become empty again, from the last one back.
- * That is safe for the lookups of the trampoline, which run without any
- * lock: a slot is emptied only when the next one is empty, so no lookup
- * for a live key passes it (a live key lies before the first empty slot
- * after its hash slot: true when it was inserted, and kept by emptying
- * only slots that an empty slot follows).  Tombstones followed by a used
- * slot stay, and insertion reuses them.  So no tombstone is ever followed
- * by an empty slot, and a table without live keys is empty.
- */
-static __cold void kpatch_direct_remove(struct kpatch_direct_slot *s)
-{
-	const unsigned int mask = KPATCH_DIRECT_SLOTS - 1;
-	struct kpatch_direct_slot *tab = kpatch_direct_table;
-	unsigned int slot = s - tab;
-
-	WRITE_ONCE(tab[slot].key, KPATCH_DIRECT_GONE);
-	kpatch_direct_live--;
-	while (tab[slot].key == KPATCH_DIRECT_GONE &&
-	       !tab[(slot + 1) & mask].key) {
-		WRITE_ONCE(tab[slot].key, 0);
-		kpatch_direct_used--;
-		kpatch_direct_full_logged = false;
-		slot = (slot - 1) & mask;
-	}
-	WARN_ON_ONCE(!kpatch_direct_live && kpatch_direct_used);
-}
-
-/*
- * The table exists while kpatch has a direct site.  kpatch_direct_add()
- * gets it before it inserts the first key, so the pointer is set before
- * any direct call of kpatch_direct_tramp can be made.
- */
-static int kpatch_direct_table_get(void)
-{
-	struct kpatch_direct_slot *tab;
-
-	if (kpatch_direct_table)
-		return 0;
-	tab = vzalloc(array_size(KPATCH_DIRECT_SLOTS, sizeof(*tab)));
-	if (!tab)
-		return -ENOMEM;
-	WRITE_ONCE(kpatch_direct_table, tab);
-	return 0;
-}
-
-/*
- * Free the table once no direct site is left.  Who could still read it:
- * only a task in kpatch_direct_tramp, which loads the pointer and reads
- * slots, because kpatch_direct_slowpath and the functions it returns to
- * do not.  A task reaches the trampoline only through a direct call of a
- * group, and the caller has just unregistered the last group: ftrace's
- * unregister (ftrace_shutdown() of a module's ftrace_ops, which ftrace
- * flags FTRACE_OPS_FL_DYNAMIC) waits for synchronize_rcu_tasks_rude() and,
- * on preemptible kernels, synchronize_rcu_tasks(), that is for every task
- * that was in the trampoline, even preempted there.  The calls of a group
- * that failed to register are covered by kpatch_direct_table_release().
- */
-static void kpatch_direct_table_put(void)
-{
-	struct kpatch_direct_slot *tab = kpatch_direct_table;
-
-	if (kpatch_direct_live)
-		return;
-	WRITE_ONCE(kpatch_direct_table, NULL);
-	vfree(tab);
-}
-
-/*
- * At unload: a table is left only if the group that would have been its
- * first failed to register.  ftrace may have let a call into the
- * trampoline while it tried (its list function, for a function that
- * another ftrace_ops also hooks), and did not wait for it when it gave
- * up, so wait here for every task to leave the trampoline.
- */
-static void kpatch_direct_table_release(void)
-{
-	if (!kpatch_direct_table)
-		return;
-	synchronize_rcu_tasks();
-	vfree(kpatch_direct_table);
-	kpatch_direct_table = NULL;
-}
-
-static __cold void kpatch_group_free(struct kpatch_group *grp)
-{
-	struct kpatch_site *site, *tmp;
-
-	ftrace_free_filter(&grp->ops);
-	list_for_each_entry_safe(site, tmp, &grp->sites, grp_node)
-		kpatch_site_free(site);
-	kfree(grp);
-}
-
-/*
- * Make direct sites for the @n call sites @ips, in one group.  Returns
- * -ENOSPC when direct calls are switched off or the table is full, or
- * what ftrace says: most often -EBUSY, when another direct call (a BPF
- * trampoline) or an IPMODIFY user (a kprobe with a post_handler, a live
- * patch) owns one of the functions.
- */
-static __cold int kpatch_direct_add(unsigned long *ips, struct module **mods,
-				    unsigned int n)
-{
-	struct kpatch_group *grp;
-	struct kpatch_site *site;
-	unsigned int i;
-	int ret;
-
-	if (!READ_ONCE(kpatch_direct) ||
-	    kpatch_direct_used + n > KPATCH_DIRECT_MAX)
-		return -ENOSPC;
-	ret = kpatch_direct_table_get();
-	if (ret)
-		return ret;
-	grp = kzalloc(sizeof(*grp), GFP_KERNEL);
-	if (!grp)
-		return -ENOMEM;
-	INIT_LIST_HEAD(&grp->sites);
-	for (i = 0; i < n; i++) {
-		site = kpatch_site_alloc(ips[i], mods[i]);
-		if (!site) {
-			kpatch_group_free(grp);
-			return -ENOMEM;
-		}
-		site->grp = grp;
-		list_add_tail(&site->grp_node, &grp->sites);
-	}
-	list_for_each_entry(site, &grp->sites, grp_node)
-		site->slot = kpatch_direct_insert(site->ip + MCOUNT_INSN_SIZE);
-	ret = kpatch_group_register(grp, ips, n);
-	if (ret) {
-		list_for_each_entry(site, &grp->sites, grp_node)
-			kpatch_direct_remove(site->slot);
-		kpatch_group_free(grp);
-		return ret;
-	}
-	list_for_each_entry(site, &grp->sites, grp_node)
-		hash_add(kpatch_site_hash, &site->node, site->ip);
-	return 0;
-}
-
-/* Release the group of @site if none of its sites is used any more. */
-static void kpatch_group_put(struct kpatch_site *site)
-{
-	struct kpatch_group *grp = site->grp;
-	int ret;
-
-	list_for_each_entry(site, &grp->sites, grp_node)
-		if (kpatch_top_func(site->ip))
-			return;
-	/*
-	 * This waits for an RCU-tasks grace period, so that no task is
-	 * still inside the trampoline for these sites (see Limitations in
-	 * Documentation.txt for what that can cost).
-	 */
-	ret = kpatch_direct_ops_unregister(&grp->ops);
-	if (ret) {
-		/* Its targets are 0: the calls go on unchanged. */
-		pr_warn("cannot drop a direct call group (%d); its functions keep a few extra instructions per call\n",
-			ret);
-		return;
-	}
-	list_for_each_entry(site, &grp->sites, grp_node) {
-		kpatch_direct_remove(site->slot);
-		hash_del(&site->node);
-	}
-	kpatch_group_free(grp);
-	kpatch_direct_table_put();
-}
-
-#else
-static __cold int kpatch_direct_add(unsigned long *ips, struct module **mods,
-				    unsigned int n)
-{
-	return -ENOSPC;
-}
-
-static void kpatch_group_put(struct kpatch_site *site)
-{
-}
-
-static int kpatch_direct_anchor_set(void)
-{
-	return 0;
-}
-
-static void kpatch_direct_unanchor(void)
-{
-}
-
-static void kpatch_direct_table_release(void)
-{
-}
-
-#endif /* CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS */
-
-/*
- * The targets of @site, see struct kpatch_site.  A direct site's is the
- * address its trampoline returns to: kpatch_direct_slowpath for the slow
- * path, the new function, or the key (f's fentry return address) for no
- * entry, so that the call goes on in f.  Both run in the stop_machine()
- * callback, once per changed function.
- */
-static void kpatch_site_mark(struct kpatch_site *site)
-{
-#ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
-	if (site->grp) {
-		WRITE_ONCE(site->slot->target,
-			   (unsigned long)kpatch_direct_slowpath);
-		return;
-	}
-#endif
-	WRITE_ONCE(site->fops->target, KPATCH_TARGET_SLOW);
-}
-
-/* The final target of @site: @func's new function, or none if NULL. */
-static void kpatch_site_settle(struct kpatch_site *site,
-			       struct kpatch_func *func)
-{
-#ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
-	if (site->grp) {
-		WRITE_ONCE(site->slot->target, func ? func->new_addr :
-			   site->ip + MCOUNT_INSN_SIZE);
-		return;
-	}
-#endif
-	WRITE_ONCE(site->fops->target, func ? func->new_addr : 0);
-}
-
-/*
- * Give every site of @upd its final target: the new function of the first
- * entry for it, or 0.  Called by the callback once the table is final for
- * this update, whether it took effect or not.
- */
-static void kpatch_settle_sites(struct kpatch_update *upd)
-{
-	struct kpatch_func *func;
-	unsigned int i;
-
-	for (i = 0; i < upd->nr_sites; i++) {
-		func = kpatch_first_func(upd->sites[i]->ip);
-		kpatch_site_settle(upd->sites[i], func);
-	}
-}
-
-/*
- * After an update, or one that failed: release the site at @ip if no
- * entry of the table uses it.  Its target is 0 already.  This must not
- * fail: the update is done or undone.
- */
-static void kpatch_site_put(unsigned long ip)
-{
-	struct kpatch_site *site = kpatch_site_find(ip);
-	int ret;
-
-	if (!site || kpatch_top_func(ip))
-		return;
-	if (site->grp) {
-		kpatch_group_put(site);
-		return;
-	}
-	/* As for a group: this waits until no task is inside the handler. */
-	ret = unregister_ftrace_function(&site->fops->ops);
-	if (ret) {
-		pr_warn("%pS keeps its ftrace_ops (%d); harmless, it only costs a handler call\n",
-			(void *)ip, ret);
-		return;
-	}
-	ftrace_free_filter(&site->fops->ops);
-	hash_del(&site->node);
-	kfree(site->fops);
-	kpatch_site_free(site);
-}
-
-/* Release the sites of @kpmod's functions that no entry uses. */
-static __cold void kpatch_sites_put(struct kpatch_module *kpmod)
-{
-	int i;
-
-	for (i = 0; i < kpmod->num_funcs; i++)
-		kpatch_site_put(kpmod->funcs[i].ip);
-}
-
-/*
- * Make sites for the functions of @upd->add that have none: all in one
- * direct group if possible.  If not, each on its own: a direct site, or
- * else an ftrace_ops site.  Until the update gives them a target, calls go
- * on unchanged.  On failure, name the function ftrace refused, release
- * what was made, and return -EBUSY, -EINVAL or -ENOMEM.
- */
-static int kpatch_sites_add(struct kpatch_update *upd)
-{
-	struct kpatch_module *kpmod = upd->add;
-	struct module **mods;
-	unsigned long *ips;
-	unsigned int i, n = 0, full = 0;
-	int ret = -ENOMEM;
-
-	ips = kmalloc_array(kpmod->num_funcs, sizeof(*ips), GFP_KERNEL);
-	mods = kmalloc_array(kpmod->num_funcs, sizeof(*mods), GFP_KERNEL);
-	if (!ips || !mods)
-		goto out;
-	for (i = 0; i < kpmod->num_funcs; i++) {
-		if (kpatch_site_find(kpmod->funcs[i].ip))
-			continue;
-		mods[n] = kpmod->pins[KPATCH_PIN_OLD(i)];
-		ips[n++] = kpmod->funcs[i].ip;
-	}
-
-	i = 0;
-	ret = n ? kpatch_direct_add(ips, mods, n) : 0;
-	if (ret && ret != -ENOMEM) {
-		for (i = 0; i < n; i++) {
-			ret = n > 1 ? kpatch_direct_add(&ips[i], &mods[i], 1) :
-				      ret;
-			if (ret == -ENOSPC && READ_ONCE(kpatch_direct))
-				full++;
-			if (ret && ret != -ENOMEM)
-				ret = kpatch_fops_add(ips[i], mods[i]);
-			if (ret)
-				break;
-		}
-	}
-	/* Once each time the table fills up, not for every patch after. */
-	if (!ret && full && !kpatch_direct_full_logged) {
-		pr_warn("%s '%s': direct-call table full (%u slots): %u of its functions take the slower ftrace_ops path, as will new ones until patches go\n",
-			upd->verb, kpmod->name, KPATCH_DIRECT_MAX, full);
-		kpatch_direct_full_logged = true;
-	}
-	if (ret) {
-		if (ret == -ENOMEM)
-			pr_err("%s '%s' refused: out of memory for the ftrace sites\n",
-			       upd->verb, kpmod->name);
-		else
-			pr_err("%s '%s' refused: ftrace cannot redirect %pS (%d); is a kprobe or another live patch on it?\n",
-			       upd->verb, kpmod->name,
-			       (void *)ips[i], ret);
-		kpatch_sites_put(kpmod);
-		ret = ret == -ENOMEM || ret == -EBUSY ? ret : -EINVAL;
-	}
-out:
-	kfree(mods);
-	kfree(ips);
-	return ret;
-}
-
-/*
- * The sites whose version @upd may change: those of the functions it
- * touches, each once.
- */
-static int kpatch_collect_sites(struct kpatch_update *upd)
-{
-	struct kpatch_site *site;
-	unsigned int i;
-
-	upd->sites = kmalloc_array(upd->nr_touched ?: 1, sizeof(*upd->sites),
-				   GFP_KERNEL);
-	if (!upd->sites)
-		return -ENOMEM;
-	upd->nr_sites = 0;
-	for (i = 0; i < upd->nr_touched; i++) {
-		site = kpatch_site_find(upd->touched[i]->ip);
-		if (!WARN_ON_ONCE(!site))
-			upd->sites[upd->nr_sites++] = site;
-	}
-	upd->nr_sites = kpatch_sort_uniq(upd->sites, upd->nr_sites,
-					 sizeof(*upd->sites), kpatch_cmp_ulong);
-	return 0;
-}
-
-/* ------------------------------------------------------------------------
- * Resolve, validate and pin
- */
-
-static bool kpatch_module_text(struct module *mod, unsigned long addr)
-{
-	unsigned long start, end;
-
-	kpatch_mod_text(mod, false, &start, &end);
-	return addr >= start && addr < end;
-}
-
-/*
- * Find the loaded module called @name and take a reference on it.  The
- * module kset is the one our own kobject belongs to; holding the kobject
- * keeps struct module alive until try_module_get() has decided, and its
- * state readable.  A module that is going away cannot be pinned; one that
- * is still in its init can, but its init may fail, and then the kernel
- * frees it whatever its reference count: so only @coming_ok (a patch
- * module registering its own patch, see kpatch_module_going()) may be in
- * its init.  Returns 0 with the reference in *@modp, -ENOENT if there is
- * no such module, or -EBUSY (coming) / -EINVAL (going) with *@state.
- */
-static int kpatch_get_module(const char *name, struct module *coming_ok,
-			     struct module **modp, enum module_state *state)
-{
-	struct kobject *kobj;
-	struct module *mod;
-	int ret = 0;
-
-	kobj = kset_find_obj(THIS_MODULE->mkobj.kobj.kset, name);
-	if (!kobj)
-		return -ENOENT;
-	mod = container_of(kobj, struct module_kobject, kobj)->mod;
-	if (!mod) {
-		ret = -ENOENT;
-	} else if (!try_module_get(mod)) {
-		*state = MODULE_STATE_GOING;
-		ret = -EINVAL;
-	} else {
-		/*
-		 * With our reference a live module stays live: it can only
-		 * go through delete_module(), which refuses while we hold it.
-		 */
-		*state = READ_ONCE(mod->state);
-		if (*state != MODULE_STATE_LIVE &&
-		    !(*state == MODULE_STATE_COMING && mod == coming_ok)) {
-			module_put(mod);
-			ret = *state == MODULE_STATE_COMING ? -EBUSY : -EINVAL;
-		}
-	}
-	kobject_put(kobj);
-	*modp = ret ? NULL : mod;
-	return ret;
-}
-
-/*
- * Check that @addr is the start of a function in vmlinux or module text,
- * through kallsyms (sprint_symbol() prints "name+off/size [module]").
- * Returns the function's size in *@size and, for a module function, a
- * reference on the module in *@modp.  The module must be live, or be
- * @coming_ok (see kpatch_get_module()).  Logs why on failure.
- *
- * The addresses come from the control file, that is from the user: until
- * this has accepted one, it is only looked up (kallsyms, module text
- * ranges, page tables), never read.  The first read of the code it names
- * is kpatch_ftrace_ip(), and that goes through copy_from_kernel_nofault().
- */
-static __cold int kpatch_resolve(const char *patch, const char *what,
-				 unsigned long addr, unsigned long *size,
-				 struct module *coming_ok, struct module **modp)
-{
-	char sym[KSYM_SYMBOL_LEN], *modname;
-	enum module_state state;
-	unsigned long start;
-	struct module *mod;
-	int ret;
-
-	*modp = NULL;
-	if (!kpatch_symbol(addr, sym, &start, size, &modname)) {
-		pr_err("%s: %s %lx is not a kernel function\n", patch, what,
-		       addr);
-		return -EINVAL;
-	}
-	if (addr != start) {
-		pr_err("%s: %s %lx is not the start of a function (%s+%#lx)\n",
-		       patch, what, addr, sym, addr - start);
-		return -EINVAL;
-	}
-	/* Its own code runs kpatch's update: it cannot redirect itself. */
-	if (within_module(addr, THIS_MODULE)) {
-		pr_err("%s: %s %lx (%s) is in kpatch itself\n", patch, what,
-		       addr, sym);
-		return -EINVAL;
-	}
-
-	if (!modname) {
-		if (!kpatch_kernel_text(addr))
-			goto not_text;
-		return 0;
-	}
-	ret = kpatch_get_module(modname, coming_ok, &mod, &state);
-	if (ret == -ENOENT)
-		goto not_text;
-	if (ret) {
-		pr_err("%s: %s %lx (%s) is in module %s, which is %s\n",
-		       patch, what, addr, sym, modname,
-		       state == MODULE_STATE_COMING ?
-		       "coming (its init has not finished)" : "going away");
-		return ret;
-	}
-	if (!kpatch_module_text(mod, addr)) {
-		module_put(mod);
-		goto not_text;
-	}
-	*modp = mod;
-	return 0;
-
-not_text:
-	pr_err("%s: %s %lx (%s) is not in kernel or module text\n",
-	       patch, what, addr, sym);
-	return -EINVAL;
-}
-
-static void kpatch_unpin(struct kpatch_module *kpmod)
-{
-	while (kpmod->num_pins)
-		if (kpmod->pins[--kpmod->num_pins])
-			module_put(kpmod->pins[kpmod->num_pins]);
-	kfree(kpmod->pins);
-	kpmod->pins = NULL;
-}
-
-/* Resolve function @i of a patch and pin the modules it lives in. */
-static __cold int kpatch_resolve_func(struct kpatch_module *kpmod, int i)
-{
-	struct kpatch_func *func = &kpmod->funcs[i];
-	unsigned long size;
-	int ret;
-
-	ret = kpatch_resolve(kpmod->name, "old function", func->old_addr,
-			     &size, NULL, &kpmod->pins[KPATCH_PIN_OLD(i)]);
-	if (ret)
-		return ret;
-	if (func->old_size && func->old_size != size) {
-		pr_err("%s: old function %pS is %#lx bytes long, not %#lx\n",
-		       kpmod->name, (void *)func->old_addr, size,
-		       func->old_size);
-		return -EINVAL;
-	}
-	func->old_size = size;
-
-	ret = kpatch_resolve(kpmod->name, "new function", func->new_addr,
-			     &size, kpmod->mod, &kpmod->pins[KPATCH_PIN_NEW(i)]);
-	if (ret)
-		return ret;
-	if (func->new_size && func->new_size != size) {
-		pr_err("%s: new function %pS is %#lx bytes long, not %#lx\n",
-		       kpmod->name, (void *)func->new_addr, size,
-		       func->new_size);
-		return -EINVAL;
-	}
-	func->new_size = size;
-
-	func->ip = kpatch_ftrace_ip(func->old_addr);
-	ret = kpatch_check_ftrace_site(func->ip);
-	if (ret == -ENOMEM) {
-		pr_err("%s: out of memory checking %pS with ftrace\n",
-		       kpmod->name, (void *)func->old_addr);
-		return ret;
-	}
-	if (ret) {
-		pr_err("%s: old function %pS cannot be traced by ftrace\n",
-		       kpmod->name, (void *)func->old_addr);
-		return ret;
-	}
-	func->kpmod = kpmod;
-	func->op = KPATCH_OP_NONE;
-	return 0;
-}
-
-/*
- * Can a hook at @addr be called through a pointer?  On kernels with
- * Indirect Branch Tracking an indirect call must land on ENDBR, and a
- * function whose address nothing takes has none (or a sealed one).
- */
-static bool kpatch_callable(unsigned long addr)
-{
-	return !IS_ENABLED(CONFIG_X86_KERNEL_IBT) || kpatch_endbr(addr, false);
-}
-
-/*
- * Resolve hook @h of a patch and pin its module.  A hook runs from kpatch
- * at times its module does not choose, so it must be in a module that
- * kpatch can pin: not vmlinux, and not init text (kpatch_resolve() takes
- * core text only).
- */
-static __cold int kpatch_resolve_hook(struct kpatch_module *kpmod, int h)
-{
-	struct module **pin = &kpmod->pins[KPATCH_PIN_HOOK(kpmod->num_funcs, h)];
-	unsigned long addr = (unsigned long)kpmod->hooks[h], size;
-	char what[32];
-	int ret;
-
-	if (!addr)
-		return 0;
-	snprintf(what, sizeof(what), "%s hook", kpatch_hook_names[h]);
-	ret = kpatch_resolve(kpmod->name, what, addr, &size, kpmod->mod, pin);
-	if (ret)
-		return ret;
-	if (!*pin) {
-		pr_err("%s: %s %pS is not in a module\n", kpmod->name, what,
-		       (void *)addr);
-		return -EINVAL;
-	}
-	if (!kpatch_callable(addr)) {
-		pr_err("%s: %s %pS does not start with ENDBR: it cannot be called indirectly\n",
-		       kpmod->name, what, (void *)addr);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-/*
- * Check every function and hook of @kpmod and pin what it needs: the patch
- * module, the modules holding its old and new functions and its hooks,
- * and this module.  Done once for an update, whose tries keep the pins:
- * while it waits between tries, no module it names can go, and an address
- * keeps naming the function it named.
- */
-static __cold int kpatch_prepare(struct kpatch_module *kpmod)
-{
-	unsigned long *olds;
-	int i, ret;
-
-	kpmod->num_pins = KPATCH_PIN_HOOK(kpmod->num_funcs, KPATCH_NR_HOOKS);
-	kpmod->pins = kcalloc(kpmod->num_pins, sizeof(*kpmod->pins),
-			      GFP_KERNEL);
-	olds = kmalloc_array(kpmod->num_funcs, sizeof(*olds), GFP_KERNEL);
-	if (!kpmod->pins || !olds) {
-		kpmod->num_pins = 0;
-		ret = -ENOMEM;
-		goto out;
-	}
-	if (kpmod->mod) {
-		if (!try_module_get(kpmod->mod)) {
-			pr_err("%s: patch module is going away\n", kpmod->name);
-			ret = -ENODEV;
-			goto out;
-		}
-		kpmod->pins[0] = kpmod->mod;
-	}
-
-	for (i = 0; i < kpmod->num_funcs; i++) {
-		ret = kpatch_resolve_func(kpmod, i);
-		if (ret)
-			goto out;
-		olds[i] = kpmod->funcs[i].old_addr;
-	}
-	for (i = 0; i < KPATCH_NR_HOOKS; i++) {
-		ret = kpatch_resolve_hook(kpmod, i);
-		if (ret)
-			goto out;
-	}
-
-	if (kpatch_sort_uniq(olds, kpmod->num_funcs, sizeof(*olds),
-			     kpatch_cmp_ulong) != kpmod->num_funcs) {
-		pr_err("%s: an old function appears twice\n", kpmod->name);
-		ret = -EINVAL;
-		goto out;
-	}
-	for (i = 0; i < kpmod->num_funcs; i++) {
-		unsigned long new = kpmod->funcs[i].new_addr;
-
-		if (bsearch(&new, olds, kpmod->num_funcs, sizeof(*olds),
-			    kpatch_cmp_ulong)) {
-			pr_err("%s: new function %pS is also an old function of a patch\n",
-			       kpmod->name, (void *)new);
-			ret = -EINVAL;
-			goto out;
-		}
-	}
-
-	__module_get(THIS_MODULE);
-	kpmod->pins[KPATCH_PIN_SELF(kpmod->num_funcs)] = THIS_MODULE;
-	ret = 0;
-out:
-	kfree(olds);
-	if (ret)
-		kpatch_unpin(kpmod);
-	return ret;
-}
-
-/*
- * Would @kpmod make a redirect lead into another one, with the patches
- * enabled now (but for all of them if @replace)?  A function may not be
- * both an old and a new function among the enabled patches, so every
- * redirect is exactly one hop.  Checked at every try: other updates may
- * run while one waits between tries.
- */
-static __cold int kpatch_check_chain(struct kpatch_module *kpmod, bool replace)
-{
-	struct kpatch_func *func;
-	int i;
-
-	for (i = 0; i < kpmod->num_funcs; i++) {
-		func = &kpmod->funcs[i];
-		if (kpatch_in_table(func->new_addr, true, replace)) {
-			pr_err("%s: new function %pS is also an old function of a patch\n",
-			       kpmod->name, (void *)func->new_addr);
-			return -EINVAL;
-		}
-		if (kpatch_in_table(func->old_addr, false, replace)) {
-			pr_err("%s: old function %pS is the new function of a patch\n",
-			       kpmod->name, (void *)func->old_addr);
-			return -EINVAL;
-		}
-	}
-	return 0;
+	return ret ?: kpatch_check_exiting(try);
 }
 
 /* ------------------------------------------------------------------------
@@ -3627,7 +2948,7 @@ static __cold int kpatch_check_chain(struct kpatch_module *kpmod, bool replace)
  */
 
 /*
- * Hooks.  Each part of an update (see struct kpatch_update) runs the hooks
+ * Hooks.  Each part of an update (see struct kpatch_try) runs the hooks
  * of its direction: a patch added runs its patch hooks, a patch removed
  * its unpatch hooks.  Within one try of an update:
  *
@@ -3651,34 +2972,34 @@ static __cold int kpatch_check_chain(struct kpatch_module *kpmod, bool replace)
  * run in the stop_machine() callback with interrupts off on every CPU,
  * where a sleep is a bug the kernel itself reports (might_sleep() under
  * CONFIG_DEBUG_ATOMIC_SLEEP).  A hook's module is pinned for the whole try
- * (kpatch_prepare()) and every hook returns before the try ends, so no
+ * (kpatch_patch_new()) and every hook returns before the try ends, so no
  * hook runs after its module could go.
  */
 
 /*
- * Run the hook of part @i of @upd for @stage, a patch hook
+ * Run the hook of part @i of @try for @stage, a patch hook
  * (KPATCH_PRE_PATCH .. KPATCH_POST_PATCH) that stands for the same hook of
  * the part's direction.  A hook's return becomes 0 or a negative errno.
  */
-static int kpatch_part_hook(struct kpatch_update *upd, unsigned int i,
+static int kpatch_part_hook(struct kpatch_try *try, unsigned int i,
 			    enum kpatch_hook stage)
 {
-	struct kpatch_module *kpmod = upd->parts[i];
+	struct kpatch_patch *patch = try->parts[i];
 	enum kpatch_hook h = stage;
 	kpatch_hook_t hook;
 	int ret;
 
-	if (kpmod != upd->add)
+	if (patch != try->req->add)
 		h += KPATCH_PRE_UNPATCH;
-	hook = kpmod->hooks[h];
+	hook = patch->kpmod->hooks[h];
 	if (!hook)
 		return 0;
-	ret = hook(kpmod);
+	ret = hook(patch->kpmod);
 	if (!ret || stage == KPATCH_UNDO_PATCH || stage == KPATCH_POST_PATCH)
 		return 0;
-	upd->hook_patch = kpmod;
-	upd->hook = h;
-	upd->hook_ret = ret;
+	try->refused.hook_patch = patch;
+	try->refused.hook = h;
+	try->refused.hook_ret = ret;
 	if (ret > 0 || ret < -MAX_ERRNO)
 		return -EINVAL;
 	/* Kernel-internal errnos must not reach write(2) or insmod. */
@@ -3689,32 +3010,43 @@ static int kpatch_part_hook(struct kpatch_update *upd, unsigned int i,
 }
 
 /* The hook that ends what the pre hook of part @i began, see above. */
-static void kpatch_cancel_hook(struct kpatch_update *upd, unsigned int i)
+static void kpatch_cancel_hook(struct kpatch_try *try, unsigned int i)
 {
-	struct kpatch_module *kpmod = upd->parts[i];
-	enum kpatch_hook h = kpmod == upd->add ? KPATCH_POST_UNPATCH :
-						  KPATCH_POST_PATCH;
+	struct kpatch_module *kpmod = try->parts[i]->kpmod;
+	enum kpatch_hook h = try->parts[i] == try->req->add ?
+			     KPATCH_POST_UNPATCH : KPATCH_POST_PATCH;
 
 	if (kpmod->hooks[h])
 		kpmod->hooks[h](kpmod);
 }
 
-/* Run the pre hooks of @upd; if one vetoes, cancel those that ran. */
-static int kpatch_pre_hooks(struct kpatch_update *upd)
+/* The cancel hooks of every part of @try, last first. */
+static void kpatch_cancel_hooks(struct kpatch_try *try)
+{
+	unsigned int i;
+
+	for (i = try->nr_parts; i--; )
+		kpatch_cancel_hook(try, i);
+}
+
+/* Run the pre hooks of @try; if one vetoes, cancel those that ran. */
+static int kpatch_pre_hooks(struct kpatch_try *try)
 {
 	unsigned int i;
 	int ret;
 
 	might_sleep();
-	for (i = 0; i < upd->nr_parts; i++) {
-		ret = kpatch_part_hook(upd, i, KPATCH_PRE_PATCH);
+	for (i = 0; i < try->nr_parts; i++) {
+		ret = kpatch_part_hook(try, i, KPATCH_PRE_PATCH);
 		if (ret) {
 			pr_err("%s '%s' refused: %s hook of '%s' returned %d\n",
-			       upd->verb, upd->parts[upd->nr_parts - 1]->name,
-			       kpatch_hook_names[upd->hook],
-			       upd->hook_patch->name, upd->hook_ret);
+			       try->req->verb,
+			       try->parts[try->nr_parts - 1]->kpmod->name,
+			       kpatch_hook_names[try->refused.hook],
+			       try->refused.hook_patch->kpmod->name,
+			       try->refused.hook_ret);
 			while (i--)
-				kpatch_cancel_hook(upd, i);
+				kpatch_cancel_hook(try, i);
 			return ret;
 		}
 	}
@@ -3722,15 +3054,15 @@ static int kpatch_pre_hooks(struct kpatch_update *upd)
 }
 
 /*
- * From the callback: undo the first @n stop hooks of @upd, last first.
+ * From the callback: undo the first @n stop hooks of @try, last first.
  * kpatch_hook_cpu tells a call of a changed function from an undo or stop
  * hook apart from one from an NMI; only this CPU writes it.
  */
-static void kpatch_undo_hooks(struct kpatch_update *upd, unsigned int n)
+static void kpatch_undo_hooks(struct kpatch_try *try, unsigned int n)
 {
 	WRITE_ONCE(kpatch_hook_cpu, smp_processor_id());
 	while (n--)
-		kpatch_part_hook(upd, n, KPATCH_UNDO_PATCH);
+		kpatch_part_hook(try, n, KPATCH_UNDO_PATCH);
 	WRITE_ONCE(kpatch_hook_cpu, -1);
 }
 
@@ -3739,214 +3071,177 @@ static void kpatch_undo_hooks(struct kpatch_update *upd, unsigned int n)
  * If one fails, undo those that ran before it and return its errno; it
  * must have changed nothing itself.
  */
-static int kpatch_stop_hooks(struct kpatch_update *upd)
+static int kpatch_stop_hooks(struct kpatch_try *try)
 {
 	unsigned int i;
 	int ret = 0;
 
 	WRITE_ONCE(kpatch_hook_cpu, smp_processor_id());
-	for (i = 0; i < upd->nr_parts && !ret; i++)
-		ret = kpatch_part_hook(upd, i, KPATCH_STOP_PATCH);
+	for (i = 0; i < try->nr_parts && !ret; i++)
+		ret = kpatch_part_hook(try, i, KPATCH_STOP_PATCH);
 	WRITE_ONCE(kpatch_hook_cpu, -1);
 	if (ret) {
-		upd->refusal = KPATCH_HOOK;
-		kpatch_undo_hooks(upd, i - 1);
+		try->refused.why = KPATCH_HOOK;
+		kpatch_undo_hooks(try, i - 1);
 	}
 	return ret;
 }
 
 /* ------------------------------------------------------------------------
- * Enable, disable, retry and report; the API
+ * A try: prepare, run, then commit or unwind
  */
 
-static void kpatch_set_op(struct kpatch_update *upd, enum kpatch_op add,
-			  enum kpatch_op remove)
+/* The parts of @try and their entries (see struct kpatch_try). */
+static __cold int kpatch_collect(struct kpatch_try *try)
+{
+	const struct kpatch_request *req = try->req;
+	struct kpatch_patch *p;
+	unsigned int n = 2, i;
+
+	list_for_each_entry(p, &kpatch_patches, list)
+		n++;
+	try->parts = kmalloc_array(n, sizeof(*try->parts), GFP_KERNEL);
+	if (!try->parts)
+		return -ENOMEM;
+	if (req->remove)
+		try->parts[try->nr_parts++] = req->remove;
+	if (req->replace)
+		list_for_each_entry_reverse(p, &kpatch_patches, list)
+			try->parts[try->nr_parts++] = p;
+	if (req->add)
+		try->parts[try->nr_parts++] = req->add;
+
+	for (n = 0, i = 0; i < try->nr_parts; i++)
+		n += try->parts[i]->nr;
+	try->touched = kmalloc_array(n ?: 1, sizeof(*try->touched),
+				     GFP_KERNEL);
+	if (!try->touched)
+		return -ENOMEM;
+	for (i = 0; i < try->nr_parts; i++)
+		for (n = 0; n < try->parts[i]->nr; n++)
+			try->touched[try->nr_touched++] =
+				&try->parts[i]->entries[n];
+	try->first_add = try->nr_touched - (req->add ? req->add->nr : 0);
+	return 0;
+}
+
+/* Free what kpatch_collect() and kpatch_collect_sites() allocated. */
+static void kpatch_uncollect(struct kpatch_try *try)
+{
+	kfree(try->sites);
+	kfree(try->touched);
+	kfree(try->parts);
+}
+
+/* The role of each entry of @try while it runs, or none. */
+static void kpatch_set_op(struct kpatch_try *try, bool running)
 {
 	unsigned int i;
 
-	for (i = 0; i < upd->nr_touched; i++)
-		upd->touched[i]->op = i >= upd->first_add ? add : remove;
+	for (i = 0; i < try->nr_touched; i++)
+		try->touched[i]->op = !running ? KPATCH_OP_NONE :
+				      i >= try->first_add ? KPATCH_OP_PATCH :
+							    KPATCH_OP_UNPATCH;
+}
+
+/* The name an update goes by in the log. */
+static const char *kpatch_req_name(const struct kpatch_request *req)
+{
+	return (req->add ?: req->remove)->kpmod->name;
 }
 
 /*
- * One try of a prepared update: the pre-walk, then the state machine and
- * stop_machine().  Returns 0, or -EBUSY with upd->refusal saying why.
+ * Run a prepared try: the pre-walk, stop_machine() and the grace period.
+ * Returns 0, or -EBUSY with try->refused saying why, or -ENOMEM.
  */
-static int kpatch_try_update(struct kpatch_update *upd)
+static int kpatch_run(struct kpatch_try *try)
 {
 	int ret, old;
 
-	upd->refusal = KPATCH_OK;
-	if (kpatch_checks(upd) && READ_ONCE(kpatch_exiting_lost)) {
+	if (kpatch_checks(try) && READ_ONCE(kpatch_exiting_lost)) {
 		pr_err("%s '%s' refused: out of memory recording an exiting task earlier, kpatch cannot check every stack any more\n",
-		       upd->verb, upd->add ? upd->add->name : upd->remove->name);
+		       try->req->verb, kpatch_req_name(try->req));
 		return -ENOMEM;
 	}
-	ret = kpatch_prewalk(upd);
+	ret = kpatch_prewalk(try);
 	if (ret)
 		return ret;
 
-	/* Callers ignore func->op while the state is IDLE. */
-	kpatch_set_op(upd, KPATCH_OP_PATCH, KPATCH_OP_UNPATCH);
+	/* Callers ignore entry->op while the state is IDLE. */
+	kpatch_set_op(try, true);
 	WRITE_ONCE(kpatch_failed_ip, 0);
 	WRITE_ONCE(kpatch_failed_hook, false);
-
-	atomic_set(&upd->cpus_in, 0);
-	atomic_set(&upd->cpus_seen, 0);
-	ret = stop_machine(kpatch_update_cb, upd, cpu_online_mask);
+	ret = stop_machine(kpatch_update_cb, try, cpu_online_mask);
 
 	/* The callback always ends in SUCCESS or FAILURE. */
 	old = atomic_xchg(&kpatch_state, KPATCH_STATE_IDLE);
 	WARN_ON_ONCE(old != KPATCH_STATE_SUCCESS && old != KPATCH_STATE_FAILURE);
 
 	/*
-	 * Callers that read a state other than IDLE may still be walking the
-	 * table and looking at func->op, or hold an entry just unlinked.  Only
-	 * NMIs can be such callers now (everybody else was excluded by
-	 * stop_machine() itself), and an NMI is an RCU read-side section.
+	 * Callers that read a state other than IDLE may still be looking at
+	 * entry->op, or at an entry just unlinked.  Only NMIs can be such
+	 * callers now (stop_machine() excluded everybody else), and an NMI
+	 * is an RCU read-side section.
 	 */
 	synchronize_rcu();
-	kpatch_set_op(upd, KPATCH_OP_NONE, KPATCH_OP_NONE);
+	kpatch_set_op(try, false);
 	kpatch_test_point(KPATCH_TEST_DONE);
-	kpatch_forget(upd);
+	kpatch_forget(try);
 	return ret;
 }
 
 /*
- * Log why try number @try of @upd was refused, naming the culprit: as an
- * error if the update fails now (@last), else as a warning saying that it
- * is tried again in @delay ms.
+ * Release the sites made for the entries @try adds (they have none yet):
+ * the unwinding of kpatch_sites_add() before the sites were collected.
  */
-static __cold void kpatch_report(const struct kpatch_update *upd,
-				 unsigned int try, unsigned int tries,
-				 bool last, unsigned int delay)
+static void kpatch_sites_unmake(struct kpatch_try *try)
 {
-	const char *name = upd->add ? upd->add->name : upd->remove->name;
-	char why[KSYM_SYMBOL_LEN + 64];
+	struct kpatch_entry *e;
+	unsigned int i;
 
-	switch (upd->refusal) {
-	case KPATCH_BUSY:
-		snprintf(why, sizeof(why), "%pS is on the stack of pid %d (%*pE)",
-			 (void *)upd->busy_addr, upd->busy_pid,
-			 kpatch_comm_len(upd->busy_comm), upd->busy_comm);
-		break;
-	case KPATCH_UNRELIABLE:
-		snprintf(why, sizeof(why),
-			 "the stack of pid %d (%*pE) cannot be walked reliably",
-			 upd->busy_pid, kpatch_comm_len(upd->busy_comm),
-			 upd->busy_comm);
-		break;
-	case KPATCH_LOST:
-		snprintf(why, sizeof(why), "an exiting task could not be recorded");
-		break;
-	case KPATCH_RAN:
-		if (READ_ONCE(kpatch_failed_hook))
-			snprintf(why, sizeof(why),
-				 "%pS was called by a stop or undo hook; a hook must not call the functions its update changes",
-				 (void *)READ_ONCE(kpatch_failed_ip));
-		else if (READ_ONCE(kpatch_failed_nmi))
-			snprintf(why, sizeof(why),
-				 "%pS was called during the update, from an NMI; rolled back",
-				 (void *)READ_ONCE(kpatch_failed_ip));
-		else
-			snprintf(why, sizeof(why),
-				 "%pS was called during the update (called by kpatch's own update path: stop_machine() or the stack check); it can never be patched",
-				 (void *)READ_ONCE(kpatch_failed_ip));
-		break;
-	default:
-		WARN_ON_ONCE(1);
-		return;
+	for (i = try->first_add; i < try->nr_touched; i++) {
+		e = try->touched[i];
+		if (e->site && hlist_empty(&e->site->entries))
+			kpatch_site_release(e->site);
+		e->site = NULL;
 	}
-
-	if (!last)
-		pr_warn("%s '%s' busy (try %u of %u, again in %u ms): %s\n",
-			upd->verb, name, try, tries, delay, why);
-	else if (try > 1)
-		pr_err("%s '%s' refused after %u tries: %s\n", upd->verb, name,
-		       try, why);
-	else
-		pr_err("%s '%s' refused: %s\n", upd->verb, name, why);
 }
 
 /*
- * Tear down what kpatch_try() set up for a patch that is now out, but its
- * pins: its post-unpatch hook is still to run.
+ * @try took effect: the patches it removed out of the list, the one it
+ * adds in, the post hooks, then the removed patches' pins dropped -- only
+ * now may the modules of the hooks that ran go -- and their records
+ * freed.  The sites are settled already.
  */
-static void kpatch_retire(struct kpatch_module *kpmod)
+static __cold void kpatch_commit(struct kpatch_try *try)
 {
-	list_del(&kpmod->list);
-	kpatch_sites_put(kpmod);
-	kobject_put(kpmod->kobj);
-	kpmod->kobj = NULL;
-	kpmod->enabled = false;
-	pr_notice("patch '%s' removed\n", kpmod->name);
-}
+	struct kpatch_patch *add = try->req->add, *p;
+	unsigned int i;
 
-static void kpatch_free(struct kpatch_module *kpmod)
-{
-	kfree(kpmod->funcs);
-	kfree(kpmod->name);
-	kfree(kpmod);
-}
-
-static bool kpatch_valid_name(const char *name)
-{
-	size_t len;
-
-	for (len = 0; name[len]; len++) {
-		char c = name[len];
-
-		/* isalnum() alone would also take Latin-1 letters. */
-		if (!isascii(c) || (!isalnum(c) && c != '_' && c != '-'))
-			return false;
+	for (i = 0; i < try->nr_parts; i++) {
+		p = try->parts[i];
+		if (p == add)
+			continue;
+		list_del_init(&p->list);
+		kobject_put(p->kobj);
+		p->kobj = NULL;
+		p->kpmod->enabled = false;
+		pr_notice("patch '%s' removed\n", p->kpmod->name);
 	}
-	return len >= 1 && len <= KPATCH_NAME_MAX;
-}
-
-/*
- * Updates that wait to be tried again.  Between tries an update holds no
- * lock: kpatch_mutex is free for readers, for kpatch_register() and for
- * other updates, which may change the table meanwhile.  So every try is
- * prepared anew against the table as it is then (kpatch_try()), and a
- * waiting update keeps for itself only what another update must not take:
- * the pins of the patch it adds (kpatch_prepare()), its name, and the
- * patches it removes -- one, or for a replace every patch enabled when it
- * wakes.  Nobody else may
- * remove (and so free) those meanwhile.  Protected by kpatch_mutex;
- * entries live on the waiting task's stack.
- */
-struct kpatch_waiting {
-	struct list_head list;
-	const char *name;		/* patch being added, or NULL */
-	struct kpatch_module *remove;	/* patch being removed, or NULL */
-	bool replace;			/* removes every patch */
-};
-
-static LIST_HEAD(kpatch_waiting);
-
-/* Is @name the name of an enabled patch or of one waiting to be added? */
-static bool kpatch_name_taken(const char *name)
-{
-	struct kpatch_waiting *w;
-
-	list_for_each_entry(w, &kpatch_waiting, list)
-		if (w->name && !strcmp(w->name, name))
-			return true;
-	return kpatch_find_patch(name);
-}
-
-/*
- * Does an update wait to remove @kpmod: an unpatch of it, or a replace?
- * For NULL: does an unpatch of any patch wait?
- */
-static bool kpatch_removal_waits(const struct kpatch_module *kpmod)
-{
-	struct kpatch_waiting *w;
-
-	list_for_each_entry(w, &kpatch_waiting, list)
-		if (kpmod ? w->remove == kpmod || w->replace : !!w->remove)
-			return true;
-	return false;
+	if (add) {
+		list_add_tail(&add->list, &kpatch_patches);
+		add->kpmod->enabled = true;
+		pr_notice_once("tainting kernel with TAINT_LIVEPATCH\n");
+		add_taint(TAINT_LIVEPATCH, LOCKDEP_STILL_OK);
+		pr_notice("patch '%s' enabled (%d function%s)\n",
+			  add->kpmod->name, add->nr, add->nr == 1 ? "" : "s");
+	}
+	kpatch_ways_in_commit(try);
+	for (i = 0; i < try->nr_parts; i++)
+		kpatch_part_hook(try, i, KPATCH_POST_PATCH);
+	for (i = 0; i < try->nr_parts; i++)
+		if (try->parts[i] != add)
+			kpatch_patch_free(try->parts[i]);
 }
 
 /*
@@ -3967,160 +3262,223 @@ static __cold bool kpatch_sysfs_taken(const char *verb, const char *name)
 }
 
 /*
- * One try of @upd: prepare it against the table as it is now, run it
- * once, and either make it permanent or undo every step of the
- * preparation.  Caller holds kpatch_mutex, from preparation to commit,
- * so the table the update was prepared for is the one it changes.
+ * One try of @try->req: prepare it against the patches as they are now,
+ * run it, and commit it or undo every step.  Caller holds kpatch_mutex
+ * from the first step to the last, so the patches the try was prepared
+ * for are those it changes.
  */
-static __cold int kpatch_try(struct kpatch_update *upd)
+static __cold int kpatch_try(struct kpatch_try *try)
 {
-	struct kpatch_module *kpmod = upd->add, *old;
-	unsigned int i;
+	const struct kpatch_request *req = try->req;
+	struct kpatch_patch *add = req->add;
 	int ret;
 
-	upd->refusal = KPATCH_OK;
-	if (kpmod) {
-		ret = kpatch_check_chain(kpmod, upd->replace);
+	if (add) {
+		ret = kpatch_check_chain(add, req->replace);
 		if (ret)
 			return ret;
-		if (kpatch_sysfs_taken(upd->verb, kpmod->name))
+		if (kpatch_sysfs_taken(req->verb, add->kpmod->name))
 			return -EEXIST;
-		kpmod->kobj = kobject_create_and_add(kpmod->name,
-						     kpatch_patches_kobj);
-		if (!kpmod->kobj)
+		add->kobj = kobject_create_and_add(add->kpmod->name,
+						   kpatch_patches_kobj);
+		if (!add->kobj)
 			return -ENOMEM;
 	}
-
-	ret = kpatch_collect(upd);
-	if (ret)
-		goto err_kobj;
-	ret = kpatch_build_ranges(upd);
-	if (ret)
-		goto err_collect;
-	ret = kpmod ? kpatch_sites_add(upd) : 0;
-	if (ret)
-		goto err_ranges;
-	ret = kpatch_collect_sites(upd);
-	if (!ret)
-		ret = kpatch_pre_hooks(upd);
+	ret = kpatch_collect(try);
+	ret = ret ?: add ? kpatch_sites_add(try) : 0;
+	ret = ret ?: kpatch_build_ranges(try);
+	ret = ret ?: kpatch_collect_sites(try);
+	if (ret) {
+		kpatch_sites_unmake(try);
+		goto out;
+	}
+	ret = kpatch_pre_hooks(try);
 	if (!ret) {
-		ret = kpatch_try_update(upd);
-		if (ret) {
-			if (upd->refusal == KPATCH_HOOK)
-				pr_err("%s '%s' refused: %s hook of '%s' failed (%d); rolled back\n",
-				       upd->verb, upd->parts[upd->nr_parts - 1]->name,
-				       kpatch_hook_names[upd->hook],
-				       upd->hook_patch->name, upd->hook_ret);
-			for (i = upd->nr_parts; i--; )
-				kpatch_cancel_hook(upd, i);
-		}
+		ret = kpatch_sites_guard(try) ?: kpatch_run(try);
+		if (ret && try->refused.why == KPATCH_HOOK)
+			pr_err("%s '%s' refused: %s hook of '%s' failed (%d); rolled back\n",
+			       req->verb, kpatch_req_name(req),
+			       kpatch_hook_names[try->refused.hook],
+			       try->refused.hook_patch->kpmod->name,
+			       try->refused.hook_ret);
+		if (ret)
+			kpatch_cancel_hooks(try);
 	}
-	kfree(upd->sites);
-	upd->sites = NULL;
-	if (ret)
-		goto err_sites;
-
-	/* In effect.  The parts that went out go first, newest first. */
-	for (i = 0; i < upd->nr_parts; i++)
-		if (upd->parts[i] != kpmod)
-			kpatch_retire(upd->parts[i]);
-	if (kpmod) {
-		list_add_tail(&kpmod->list, &kpatch_patches);
-		kpmod->enabled = true;
-		pr_notice_once("tainting kernel with TAINT_LIVEPATCH\n");
-		add_taint(TAINT_LIVEPATCH, LOCKDEP_STILL_OK);
-		pr_notice("patch '%s' enabled (%d function%s)\n", kpmod->name,
-			  kpmod->num_funcs, kpmod->num_funcs == 1 ? "" : "s");
-	}
-	kpatch_ways_in_commit(upd);
-	kpatch_free_ranges(upd);
-	for (i = 0; i < upd->nr_parts; i++)
-		kpatch_part_hook(upd, i, KPATCH_POST_PATCH);
-	/* Only now may the modules of the hooks that ran go. */
-	for (i = 0; i < upd->nr_parts; i++) {
-		old = upd->parts[i];
-		if (old == kpmod)
-			continue;
-		kpatch_unpin(old);
-		if (old != upd->remove && !old->mod)
-			kpatch_free(old);	/* replaced, from the control file */
-	}
-	kpatch_uncollect(upd);
-	return 0;
-
-err_sites:
-	if (kpmod)
-		kpatch_sites_put(kpmod);
-err_ranges:
-	kpatch_free_ranges(upd);
-err_collect:
-	kpatch_uncollect(upd);
-err_kobj:
-	if (kpmod) {
-		kobject_put(kpmod->kobj);
-		kpmod->kobj = NULL;
+	kpatch_sites_settle(try);
+	if (!ret)
+		kpatch_commit(try);
+out:
+	kpatch_free_ranges(try);
+	kpatch_uncollect(try);
+	if (ret && add) {
+		kobject_put(add->kobj);
+		add->kobj = NULL;
 	}
 	return ret;
 }
 
 /*
- * A dry run of @upd: what a try prepares and checks before it changes
- * anything -- the addresses, the modules, the ranges, and a walk of every
- * task that can be kept from running meanwhile -- and nothing after it:
- * no sysfs directory, no ftrace site, no hook, no stop_machine().  Caller
- * holds kpatch_mutex.
+ * A dry run of @try->req: what a try prepares and checks before it changes
+ * anything -- the ranges, and a walk of every task that can be kept from
+ * running meanwhile -- and nothing after it: no sysfs directory, no ftrace
+ * site, no hook, no stop_machine().  Caller holds kpatch_mutex.
  */
-static __cold int kpatch_dry_run(struct kpatch_update *upd)
+static __cold int kpatch_dry_run(struct kpatch_try *try)
 {
-	struct kpatch_module *kpmod = upd->add;
+	const struct kpatch_request *req = try->req;
 	int ret;
 
-	upd->check->blockers = kcalloc(KPATCH_CHECK_MAX,
-				       sizeof(*upd->check->blockers),
+	req->check->blockers = kcalloc(KPATCH_CHECK_MAX,
+				       sizeof(*req->check->blockers),
 				       GFP_KERNEL);
-	if (!upd->check->blockers)
+	if (!req->check->blockers)
 		return -ENOMEM;
-	ret = kpmod ? kpatch_check_chain(kpmod, upd->replace) : 0;
-	ret = ret ?: kpatch_collect(upd) ?: kpatch_build_ranges(upd);
-	if (!ret && kpatch_checks(upd) && READ_ONCE(kpatch_exiting_lost)) {
+	ret = req->add ? kpatch_check_chain(req->add, req->replace) : 0;
+	ret = ret ?: kpatch_collect(try) ?: kpatch_build_ranges(try);
+	if (!ret && kpatch_checks(try) && READ_ONCE(kpatch_exiting_lost)) {
 		pr_err("check %s '%s': out of memory recording an exiting task earlier, kpatch cannot check every stack any more\n",
-		       upd->verb, kpmod ? kpmod->name : upd->remove->name);
+		       req->verb, kpatch_req_name(req));
 		ret = -ENOMEM;
 	}
-	if (!ret)
-		ret = kpatch_prewalk(upd);
-	kpatch_free_ranges(upd);
-	kpatch_uncollect(upd);
+	ret = ret ?: kpatch_prewalk(try);
+	kpatch_free_ranges(try);
+	kpatch_uncollect(try);
 	return ret;
 }
 
 /*
- * Try number @try of @upd failed with @ret.  If the stack check refused
- * it, log the culprit and, unless that was the last try (kpatch_retries),
- * a signal is pending or the refusal can only repeat, sleep before the
- * next one, with kpatch_mutex dropped and @upd waiting in kpatch_waiting.
- * Return whether to try again.
+ * Log why try number @n of an update was refused: as an error if the
+ * update fails now (@last), else as a warning saying that it is tried
+ * again in @delay ms.
  */
-static __cold bool kpatch_retry(struct kpatch_update *upd, int ret,
-				unsigned int try)
+static __cold void kpatch_report(const struct kpatch_request *req,
+				 const struct kpatch_refused *r,
+				 unsigned int n, unsigned int tries,
+				 bool last, unsigned int delay)
+{
+	unsigned long ip = READ_ONCE(kpatch_failed_ip);
+	char why[KSYM_SYMBOL_LEN + 128];
+
+	switch (r->why) {
+	case KPATCH_BUSY:
+		snprintf(why, sizeof(why), "%pS is on the stack of pid %d (%*pE)",
+			 (void *)r->addr, r->pid, kpatch_comm_len(r->comm),
+			 r->comm);
+		break;
+	case KPATCH_UNRELIABLE:
+		snprintf(why, sizeof(why),
+			 "the stack of pid %d (%*pE) cannot be walked reliably",
+			 r->pid, kpatch_comm_len(r->comm), r->comm);
+		break;
+	case KPATCH_LOST:
+		snprintf(why, sizeof(why), "an exiting task could not be recorded");
+		break;
+	case KPATCH_RAN:
+		if (READ_ONCE(kpatch_failed_hook))
+			snprintf(why, sizeof(why),
+				 "%pS was called by a stop or undo hook; a hook must not call the functions its update changes",
+				 (void *)ip);
+		else if (READ_ONCE(kpatch_failed_nmi))
+			snprintf(why, sizeof(why),
+				 "%pS was called during the update, from an NMI; rolled back",
+				 (void *)ip);
+		else
+			snprintf(why, sizeof(why),
+				 "%pS was called during the update (called by kpatch's own update path: stop_machine() or the stack check); it can never be patched",
+				 (void *)ip);
+		break;
+	default:
+		WARN_ON_ONCE(1);
+		return;
+	}
+	if (!last)
+		pr_warn("%s '%s' busy (try %u of %u, again in %u ms): %s\n",
+			req->verb, kpatch_req_name(req), n, tries, delay, why);
+	else if (n > 1)
+		pr_err("%s '%s' refused after %u tries: %s\n", req->verb,
+		       kpatch_req_name(req), n, why);
+	else
+		pr_err("%s '%s' refused: %s\n", req->verb,
+		       kpatch_req_name(req), why);
+}
+
+/* ------------------------------------------------------------------------
+ * Updates: enable, disable, wait and retry; the API
+ */
+
+/*
+ * Updates that wait to be tried again.  Between tries an update holds no
+ * lock: kpatch_mutex is free for readers, for kpatch_register() and for
+ * other updates, which may change the patches meanwhile.  So every try is
+ * prepared anew against the patches as they are then, and a waiting
+ * update keeps for itself only what another update must not take: the
+ * pins of the patch it adds (kpatch_patch_new()), its name, and the
+ * patches it removes -- one, or for a replace every patch enabled when it
+ * wakes.  Nobody else may remove (and so free) those meanwhile.
+ * Protected by kpatch_mutex; entries live on the waiting task's stack.
+ */
+struct kpatch_waiting {
+	struct list_head list;
+	const char *name;		/* patch being added, or NULL */
+	struct kpatch_patch *remove;	/* patch being removed, or NULL */
+	bool replace;			/* removes every patch */
+};
+
+static LIST_HEAD(kpatch_waiting);
+
+/* Is @name the name of an enabled patch or of one waiting to be added? */
+static bool kpatch_name_taken(const char *name)
+{
+	struct kpatch_waiting *w;
+
+	list_for_each_entry(w, &kpatch_waiting, list)
+		if (w->name && !strcmp(w->name, name))
+			return true;
+	return kpatch_find_patch(name);
+}
+
+/*
+ * Does an update wait to remove @patch: an unpatch of it, or a replace?
+ * For NULL: does an unpatch of any patch wait?
+ */
+static bool kpatch_removal_waits(const struct kpatch_patch *patch)
+{
+	struct kpatch_waiting *w;
+
+	list_for_each_entry(w, &kpatch_waiting, list)
+		if (patch ? w->remove == patch || w->replace : !!w->remove)
+			return true;
+	return false;
+}
+
+/*
+ * Try number @n of @req failed with @ret, for @r.  If the stack check
+ * refused it, log the culprit and, unless that was the last try
+ * (kpatch_retries), a signal is pending or the refusal can only repeat,
+ * sleep before the next one, with kpatch_mutex dropped and @req waiting
+ * in kpatch_waiting.  Return whether to try again.
+ */
+static __cold bool kpatch_retry(const struct kpatch_request *req,
+				const struct kpatch_refused *r, int ret,
+				unsigned int n)
 {
 	unsigned int tries = 1 + min(READ_ONCE(kpatch_retries),
 				     KPATCH_RETRIES_MAX);
 	unsigned int delay = min(READ_ONCE(kpatch_retry_delay_ms),
 				 KPATCH_RETRY_DELAY_MS_MAX);
 	struct kpatch_waiting w = {
-		.name = upd->add ? upd->add->name : NULL,
-		.remove = upd->remove,
-		.replace = upd->replace,
+		.name = req->add ? req->add->kpmod->name : NULL,
+		.remove = req->remove,
+		.replace = req->replace,
 	};
 	bool last;
 
-	if (ret != -EBUSY || upd->refusal == KPATCH_OK ||
-	    upd->refusal == KPATCH_HOOK)
+	lockdep_assert_held(&kpatch_mutex);
+	if (ret != -EBUSY || r->why == KPATCH_OK || r->why == KPATCH_HOOK)
 		return false;	/* not the stack check: ftrace, a hook, say */
-	last = try >= tries || signal_pending(current) ||
-	       (upd->refusal == KPATCH_RAN && !READ_ONCE(kpatch_failed_nmi));
-	kpatch_report(upd, try, tries, last, delay);
+	last = n >= tries || signal_pending(current) ||
+	       (r->why == KPATCH_RAN && !READ_ONCE(kpatch_failed_nmi));
+	kpatch_report(req, r, n, tries, last, delay);
 	if (last)
 		return false;
 
@@ -4133,90 +3491,93 @@ static __cold bool kpatch_retry(struct kpatch_update *upd, int ret,
 }
 
 /*
- * Enable @kpmod, optionally replacing every other patch; or with @chk,
- * only say whether that would work now (a dry run).  Caller holds
- * kpatch_mutex; it is dropped while the update waits between tries.  On
- * failure nothing has changed, @kpmod->funcs included.
+ * Run the update @req asks for, trying again while the stack check refuses
+ * it (kpatch_retry()), or with @req->check only its dry run.
  */
-static __cold int kpatch_enable(struct kpatch_module *kpmod, bool replace,
-				struct kpatch_check *chk)
+static __cold int kpatch_update(const struct kpatch_request *req)
 {
-	struct kpatch_update upd = {
+	struct kpatch_try try;
+	unsigned int n;
+	int ret;
+
+	for (n = 1; ; n++) {
+		memset(&try, 0, sizeof(try));
+		try.req = req;
+		if (req->check)
+			return kpatch_dry_run(&try);
+		ret = kpatch_try(&try);
+		if (!ret || !kpatch_retry(req, &try.refused, ret, n))
+			return ret;
+	}
+}
+
+/*
+ * Enable the patch @kpmod describes, replacing every other patch if
+ * @replace; or with @chk, only say whether that would work now.  @own:
+ * @kpmod is kpatch's (the control file's), and it is freed here but when
+ * the patch was enabled.  Caller holds kpatch_mutex; it is dropped while
+ * the update waits between tries.
+ */
+static __cold int kpatch_enable(struct kpatch_module *kpmod, bool own,
+				bool replace, struct kpatch_check *chk)
+{
+	struct kpatch_request req = {
 		.verb = replace ? "replace" : "patch",
-		.add = kpmod,
 		.replace = replace,
 		.check = chk,
 	};
-	size_t size = kpmod->num_funcs * sizeof(*kpmod->funcs);
-	struct kpatch_func *funcs;
-	unsigned int try;
 	int ret;
 
 	lockdep_assert_held(&kpatch_mutex);
-
 	if (kpatch_name_taken(kpmod->name)) {
 		pr_err("%s '%s' refused: a patch with that name exists\n",
-		       upd.verb, kpmod->name);
-		return -EEXIST;
-	}
-	if (kpatch_sysfs_taken(upd.verb, kpmod->name))
-		return -EEXIST;
-	if (replace && kpatch_removal_waits(NULL)) {
+		       req.verb, kpmod->name);
+		ret = -EEXIST;
+	} else if (kpatch_sysfs_taken(req.verb, kpmod->name)) {
+		ret = -EEXIST;
+	} else if (replace && kpatch_removal_waits(NULL)) {
 		pr_err("%s '%s' refused: an unpatch waits to try again\n",
-		       upd.verb, kpmod->name);
-		return -EBUSY;
+		       req.verb, kpmod->name);
+		ret = -EBUSY;
+	} else {
+		req.add = kpatch_patch_new(kpmod, own, &ret);
+		if (req.add) {
+			ret = kpatch_update(&req);
+			if (ret || chk)
+				kpatch_patch_free(req.add);	/* and kpmod */
+			return ret;
+		}
 	}
-
-	/* On failure the funcs are put back as they came. */
-	funcs = kmemdup(kpmod->funcs, size, GFP_KERNEL);
-	if (!funcs)
-		return -ENOMEM;
-	ret = kpatch_prepare(kpmod);
-	for (try = 1; !ret; try++) {
-		ret = chk ? kpatch_dry_run(&upd) : kpatch_try(&upd);
-		if (!ret || chk || !kpatch_retry(&upd, ret, try))
-			break;
-		ret = 0;	/* try again */
+	if (own) {
+		kfree(kpmod->funcs);
+		kfree(kpmod->name);
+		kfree(kpmod);
 	}
-	if (ret || chk) {
-		kpatch_unpin(kpmod);
-		memcpy(kpmod->funcs, funcs, size);
-	}
-	kfree(funcs);
 	return ret;
 }
 
 /*
- * Disable @kpmod, or with @chk only say whether that would work now.
+ * Disable @patch, or with @chk only say whether that would work now.
  * Caller holds kpatch_mutex; it is dropped while the update waits between
- * tries, and nobody else removes @kpmod meanwhile (kpatch_removal_waits()).
- * On failure nothing has changed.
+ * tries, and nobody else removes @patch meanwhile (kpatch_removal_waits()).
+ * On success the record of @patch is freed.
  */
-static __cold int kpatch_disable(struct kpatch_module *kpmod,
+static __cold int kpatch_disable(struct kpatch_patch *patch,
 				 struct kpatch_check *chk)
 {
-	struct kpatch_update upd = {
+	struct kpatch_request req = {
 		.verb = "unpatch",
-		.remove = kpmod,
+		.remove = patch,
 		.check = chk,
 	};
-	unsigned int try;
-	int ret;
 
 	lockdep_assert_held(&kpatch_mutex);
-
-	if (kpatch_removal_waits(kpmod)) {
+	if (kpatch_removal_waits(patch)) {
 		pr_err("unpatch '%s' refused: an unpatch of it or a replace waits to try again\n",
-		       kpmod->name);
+		       patch->kpmod->name);
 		return -EBUSY;
 	}
-	if (chk)
-		return kpatch_dry_run(&upd);
-	for (try = 1; ; try++) {
-		ret = kpatch_try(&upd);
-		if (!ret || !kpatch_retry(&upd, ret, try))
-			return ret;
-	}
+	return kpatch_update(&req);
 }
 
 /*
@@ -4235,10 +3596,7 @@ struct kpatch_loading {
 static LIST_HEAD(kpatch_loading);
 static DEFINE_SPINLOCK(kpatch_loading_lock);
 
-/*
- * Take the entries of @mod off the list; did it have any?  @add: an entry
- * to put on it instead.
- */
+/* Take @mod's entries off the list, and put @add on it; had it any? */
 static bool kpatch_loading_swap(struct module *mod, struct kpatch_loading *add)
 {
 	struct kpatch_loading *l, *tmp;
@@ -4259,12 +3617,12 @@ static bool kpatch_loading_swap(struct module *mod, struct kpatch_loading *add)
 }
 
 /*
- * May kpatch write to the @size bytes at @p for as long as a patch is
- * enabled?  kpatch links the patch and its functions into its lists and
- * fills in their private fields.  Memory of @mod must be data that stays
- * writable after the module's init (const and __ro_after_init data turn
- * read-only when the init returns); other memory must be mapped writable
- * now, and not be the stack of the caller, which is gone once it returns.
+ * May kpatch keep a pointer to the @size bytes at @p, and write there, for
+ * as long as a patch is enabled?  Memory of @mod must be data that stays
+ * writable after its init (const and __ro_after_init data turn read-only
+ * when the init returns, init memory is freed); other memory must be
+ * mapped writable now, and not be the stack of the caller, which is gone
+ * once it returns.
  */
 static bool kpatch_writable(const struct module *mod, const void *p,
 			    size_t size)
@@ -4301,48 +3659,40 @@ static bool kpatch_writable(const struct module *mod, const void *p,
  * the update is tried again, as the retries and retry_delay_ms module
  * parameters say.  The patch is named after its module.  While it is
  * enabled, the patch module, the modules holding its old and new
- * functions, and kpatch itself cannot be unloaded.  kpatch keeps pointers
- * to @kpmod and its functions, and writes to them, while the patch is
- * enabled: neither may be in the module's init memory (__initdata), be
- * const or __ro_after_init, or be on the stack.
+ * functions and its hooks, and kpatch itself cannot be unloaded.  kpatch
+ * reads the functions only here; it keeps a pointer to @kpmod and writes
+ * ->name and ->enabled while the patch is enabled, so @kpmod may not be in
+ * the module's init memory (__initdata), be const or __ro_after_init, or
+ * be on the stack.
  *
  * Context: process context; sleeps.
  * Return: 0 on success; -EINVAL for a bad address, size or argument
- * (@kpmod or its functions in init memory, read-only or on the stack
- * included),
- * -EEXIST when a patch of that name is enabled or waits to be tried again,
- * or when /sys/kernel/kpatch/patches/<name> exists already (kpatch makes
- * it), -EBUSY when a function is still in use after the retries or ftrace
- * refused it, -ENODEV when @kpmod->mod is going away, -ENOMEM.  On failure
- * nothing has changed, neither in the kernel nor in @kpmod and its
- * functions.
+ * (@kpmod in init memory, read-only or on the stack included), -EEXIST
+ * when a patch of that name is enabled or waits to be tried again, or
+ * when /sys/kernel/kpatch/patches/<name> exists (kpatch makes it), -EBUSY
+ * when a function is still in use after the retries or ftrace refused it,
+ * -ENODEV when @kpmod->mod is going away, -ENOMEM, or what a pre or stop
+ * hook returned.  On failure nothing has changed, neither in the kernel
+ * nor in @kpmod and its functions.
  */
 int kpatch_register(struct kpatch_module *kpmod, bool replace)
 {
 	struct kpatch_loading *loading;
-	struct kpatch_module saved;
+	const char *name;
 	int ret;
 
 	if (!kpmod || !kpmod->mod || !kpmod->funcs || kpmod->num_funcs <= 0)
 		return -EINVAL;
-	/* The kernel frees init memory once the module's init succeeded. */
-	if (within_module_init((unsigned long)kpmod, kpmod->mod) ||
-	    within_module_init((unsigned long)kpmod->funcs, kpmod->mod) ||
-	    within_module_init((unsigned long)&kpmod->funcs[kpmod->num_funcs] - 1,
-			       kpmod->mod)) {
-		pr_err("%s: the kpatch_module or its functions are in init memory (__initdata), which is freed after the module's init\n",
+	if (within_module_init((unsigned long)kpmod, kpmod->mod)) {
+		pr_err("%s: the kpatch_module is in init memory (__initdata), which is freed after the module's init\n",
 		       kpmod->mod->name);
 		return -EINVAL;
 	}
-
-	if (!kpatch_writable(kpmod->mod, kpmod, sizeof(*kpmod)) ||
-	    !kpatch_writable(kpmod->mod, kpmod->funcs,
-			     kpmod->num_funcs * sizeof(*kpmod->funcs))) {
-		pr_err("%s: the kpatch_module or its functions are not in writable memory (const, __ro_after_init or on the stack)\n",
+	if (!kpatch_writable(kpmod->mod, kpmod, sizeof(*kpmod))) {
+		pr_err("%s: the kpatch_module is not in writable memory (const, __ro_after_init or on the stack)\n",
 		       kpmod->mod->name);
 		return -EINVAL;
 	}
-
 	/* From a module still loading: see kpatch_module_going(). */
 	if (kpmod->mod->state != MODULE_STATE_LIVE) {
 		loading = kmalloc(sizeof(*loading), GFP_KERNEL);
@@ -4353,17 +3703,14 @@ int kpatch_register(struct kpatch_module *kpmod, bool replace)
 	}
 
 	mutex_lock(&kpatch_mutex);
-	if (kpmod->enabled) {
-		ret = -EINVAL;
-		goto out;
+	ret = -EINVAL;
+	if (!kpmod->enabled) {
+		name = kpmod->name;
+		kpmod->name = kpmod->mod->name;
+		ret = kpatch_enable(kpmod, false, replace, NULL);
+		if (ret)
+			kpmod->name = name;
 	}
-	saved = *kpmod;
-	kpmod->name = kpmod->mod->name;
-	INIT_LIST_HEAD(&kpmod->list);
-	ret = kpatch_enable(kpmod, replace, NULL);
-	if (ret)
-		*kpmod = saved;		/* kpatch_enable() restored ->funcs */
-out:
 	mutex_unlock(&kpatch_mutex);
 	return ret;
 }
@@ -4381,16 +3728,20 @@ EXPORT_SYMBOL_GPL(kpatch_register);
  * Return: 0 on success; -EINVAL if @kpmod is not enabled (for instance
  * because `unpatch` or a replacing patch already removed it); -EBUSY when
  * a function is still in use after the retries, or when an `unpatch` of
- * the same patch or a `replace` waits between its tries; -ENOMEM.  On failure the patch
- * stays enabled.
+ * the same patch or a `replace` waits between its tries; -ENOMEM.  On
+ * failure the patch stays enabled.
  */
 int kpatch_unregister(struct kpatch_module *kpmod)
 {
+	struct kpatch_patch *patch;
 	int ret = -EINVAL;
 
 	mutex_lock(&kpatch_mutex);
-	if (kpmod && kpmod->enabled)
-		ret = kpatch_disable(kpmod, NULL);
+	list_for_each_entry(patch, &kpatch_patches, list)
+		if (patch->kpmod == kpmod) {
+			ret = kpatch_disable(patch, NULL);
+			break;
+		}
 	mutex_unlock(&kpatch_mutex);
 	return ret;
 }
@@ -4412,30 +3763,37 @@ EXPORT_SYMBOL_GPL(kpatch_unregister);
 static __cold int kpatch_module_going(struct notifier_block *nb,
 				      unsigned long action, void *data)
 {
+	struct kpatch_module *told = NULL;
+	struct kpatch_patch *patch, *p;
 	struct module *mod = data;
-	struct kpatch_module *kpmod;
 	int ret;
 
 	if ((action != MODULE_STATE_GOING && action != MODULE_STATE_LIVE) ||
 	    !kpatch_loading_swap(mod, NULL) || action == MODULE_STATE_LIVE)
 		return NOTIFY_DONE;
 	mutex_lock(&kpatch_mutex);
-again:
-	list_for_each_entry(kpmod, &kpatch_patches, list) {
-		if (kpmod->mod != mod)
-			continue;
-		pr_warn("module %s is going away with its patch enabled (its init failed): taking the patch out\n",
-			mod->name);
-		while ((ret = kpatch_disable(kpmod, NULL))) {
-			pr_err("cannot take patch '%s' out (%d); trying again in 1 s, its module is freed after that\n",
-			       kpmod->name, ret);
-			mutex_unlock(&kpatch_mutex);
-			msleep(1000);
-			mutex_lock(&kpatch_mutex);
-			if (!kpmod->enabled)	/* unpatched meanwhile */
+	for (;;) {
+		/* Found anew each time: the mutex is dropped in between. */
+		patch = NULL;
+		list_for_each_entry(p, &kpatch_patches, list)
+			if (p->kpmod->mod == mod) {
+				patch = p;
 				break;
-		}
-		goto again;
+			}
+		if (!patch)
+			break;
+		if (patch->kpmod != told)
+			pr_warn("module %s is going away with its patch enabled (its init failed): taking the patch out\n",
+				mod->name);
+		told = patch->kpmod;
+		ret = kpatch_disable(patch, NULL);
+		if (!ret)
+			continue;
+		pr_err("cannot take patch '%s' out (%d); trying again in 1 s, its module is freed after that\n",
+		       told->name, ret);
+		mutex_unlock(&kpatch_mutex);
+		msleep(1000);
+		mutex_lock(&kpatch_mutex);
 	}
 	mutex_unlock(&kpatch_mutex);
 	return NOTIFY_OK;
@@ -4444,6 +3802,12 @@ again:
 /* ------------------------------------------------------------------------
  * debugfs and sysfs
  */
+
+static struct kobject *kpatch_root_kobj;
+struct kobject *kpatch_patches_kobj;
+EXPORT_SYMBOL_GPL(kpatch_patches_kobj);
+
+static struct dentry *kpatch_debugfs_dir;
 
 /*
  * How much of a rejected word from the user to echo to the log: it is
@@ -4513,7 +3877,6 @@ static int kpatch_cmd_patch(char **tok, int ntok, bool replace,
 	kpmod = kzalloc(sizeof(*kpmod), GFP_KERNEL);
 	if (!kpmod)
 		return -ENOMEM;
-	INIT_LIST_HEAD(&kpmod->list);
 	kpmod->name = kstrdup(tok[1], GFP_KERNEL);
 	if (!kpmod->name)
 		goto err;
@@ -4555,20 +3918,20 @@ static int kpatch_cmd_patch(char **tok, int ntok, bool replace,
 	}
 
 	mutex_lock(&kpatch_mutex);
-	ret = kpatch_enable(kpmod, replace, chk);
+	ret = kpatch_enable(kpmod, true, replace, chk);	/* takes kpmod */
 	mutex_unlock(&kpatch_mutex);
-	if (ret || chk)
-		goto err;
-	return 0;
+	return ret;
 err:
-	kpatch_free(kpmod);
+	kfree(kpmod->funcs);
+	kfree(kpmod->name);
+	kfree(kpmod);
 	return ret;
 }
 
 /* `unpatch NAME`, or with @chk its dry run */
 static int kpatch_cmd_unpatch(char **tok, int ntok, struct kpatch_check *chk)
 {
-	struct kpatch_module *kpmod;
+	struct kpatch_patch *patch;
 	int ret;
 
 	if (ntok != 2) {
@@ -4577,14 +3940,12 @@ static int kpatch_cmd_unpatch(char **tok, int ntok, struct kpatch_check *chk)
 	}
 
 	mutex_lock(&kpatch_mutex);
-	kpmod = kpatch_find_patch(tok[1]);
-	if (!kpmod) {
+	patch = kpatch_find_patch(tok[1]);
+	if (!patch) {
 		pr_err("unpatch %s: no such patch\n", tok[1]);
 		ret = -ENOENT;
 	} else {
-		ret = kpatch_disable(kpmod, chk);
-		if (!ret && !chk && !kpmod->mod)
-			kpatch_free(kpmod);
+		ret = kpatch_disable(patch, chk);
 	}
 	mutex_unlock(&kpatch_mutex);
 	return ret;
@@ -4602,22 +3963,17 @@ static char *kpatch_check_text;
  */
 static __cold void kpatch_sym_name(char *buf, unsigned long addr, bool offset)
 {
-	char sym[KSYM_SYMBOL_LEN];
-	char *mod;
+	char sym[KSYM_SYMBOL_LEN], *mod;
+	unsigned long start, size;
 
-	if (offset)
-		sprint_symbol(sym, addr);
+	if (!kpatch_symbol(addr, sym, &start, &size, &mod))
+		scnprintf(buf, KSYM_SYMBOL_LEN, "%#lx", addr);
+	else if (offset)
+		scnprintf(buf, KSYM_SYMBOL_LEN, "%s%s%s+%#lx/%#lx", mod ?: "",
+			  mod ? ":" : "", sym, addr - start, size);
 	else
-		sprint_symbol_no_offset(sym, addr);
-	mod = strstr(sym, " [");
-	if (!mod) {
-		strscpy(buf, sym, KSYM_SYMBOL_LEN);
-		return;
-	}
-	*mod = '\0';
-	mod += 2;
-	mod[strcspn(mod, " ]")] = '\0';
-	scnprintf(buf, KSYM_SYMBOL_LEN, "%s:%s", mod, sym);
+		scnprintf(buf, KSYM_SYMBOL_LEN, "%s%s%s", mod ?: "",
+			  mod ? ":" : "", sym);
 }
 
 /*
@@ -4675,6 +4031,21 @@ static __cold void kpatch_check_record(const char *verb, const char *name,
 	kfree(kpatch_check_text);
 	kpatch_check_text = text;
 	mutex_unlock(&kpatch_mutex);
+}
+
+/* A patch name: 1 to KPATCH_NAME_MAX of A-Z a-z 0-9 _ - */
+static bool kpatch_valid_name(const char *name)
+{
+	size_t len;
+
+	for (len = 0; name[len]; len++) {
+		char c = name[len];
+
+		/* isalnum() alone would also take Latin-1 letters. */
+		if (!isascii(c) || (!isalnum(c) && c != '_' && c != '-'))
+			return false;
+	}
+	return len >= 1 && len <= KPATCH_NAME_MAX;
 }
 
 static bool kpatch_is_verb(const char *word)
@@ -4782,22 +4153,22 @@ static const struct file_operations kpatch_control_fops = {
 static __cold int kpatch_patches_show(struct seq_file *m, void *v)
 {
 	char old[KSYM_SYMBOL_LEN], new[KSYM_SYMBOL_LEN];
+	struct kpatch_patch *patch;
 	struct kpatch_module *kpmod;
-	struct kpatch_func *func;
-	int i;
+	struct kpatch_entry *e;
+	unsigned int i;
 
 	mutex_lock(&kpatch_mutex);
-	list_for_each_entry(kpmod, &kpatch_patches, list) {
-		for (i = 0; i < kpmod->num_funcs; i++) {
-			func = &kpmod->funcs[i];
-			kpatch_sym_name(old, func->old_addr, false);
-			kpatch_sym_name(new, func->new_addr, false);
+	list_for_each_entry(patch, &kpatch_patches, list) {
+		kpmod = patch->kpmod;
+		for (i = 0; i < patch->nr; i++) {
+			e = &patch->entries[i];
+			kpatch_sym_name(old, e->old_addr, false);
+			kpatch_sym_name(new, e->new_addr, false);
 			seq_printf(m, "%s %s+%#lx %016lx %s+%#lx %016lx %s\n",
-				   kpmod->name, old, func->old_size,
-				   func->old_addr, new, func->new_size,
-				   func->new_addr,
-				   kpatch_top_func(func->ip) == func ?
-				   "active" : "shadowed");
+				   kpmod->name, old, e->old_size, e->old_addr,
+				   new, e->new_size, e->new_addr,
+				   kpatch_top(e->site) == e ? "active" : "shadowed");
 		}
 		for (i = 0; i < KPATCH_NR_HOOKS; i++) {
 			if (!kpmod->hooks[i])
@@ -4828,6 +4199,30 @@ DEFINE_SHOW_ATTRIBUTE(kpatch_check);
 /* ------------------------------------------------------------------------
  * init and exit
  */
+
+/*
+ * Registered from load to unload on kpatch_ftrace_anchor(), which is never
+ * called, only for its FTRACE_OPS_FL_PERMANENT: while it is there,
+ * `sysctl kernel.ftrace_enabled=0` is refused instead of silently
+ * unpatching the kernel, and kpatch does not load while ftrace is off.
+ * Direct calls cannot carry that flag (ftrace sets their flags).
+ */
+static void notrace kpatch_anchor_handler(unsigned long ip,
+					  unsigned long parent_ip,
+					  struct ftrace_ops *ops,
+					  struct ftrace_regs *fregs)
+{
+}
+
+static struct ftrace_ops kpatch_anchor_ops = {
+	.func	= kpatch_anchor_handler,
+	.flags	= FTRACE_OPS_FL_PERMANENT,
+};
+
+static noinline void kpatch_ftrace_anchor(void)
+{
+	barrier();
+}
 
 /* The tracepoints of "Exiting tasks", registered from load to unload. */
 static struct kpatch_tp {
@@ -4969,12 +4364,9 @@ static int __init kpatch_init(void)
 		       ret);
 		goto err_filter;
 	}
-	ret = kpatch_direct_anchor_set();
-	if (ret)
-		goto err_anchor_ops;
 	ret = kpatch_exiting_start();
 	if (ret)
-		goto err_anchor;
+		goto err_anchor_ops;
 	ret = register_module_notifier(&kpatch_module_nb);
 	if (ret)
 		goto err_exiting;
@@ -5002,8 +4394,6 @@ err_notifier:
 	unregister_module_notifier(&kpatch_module_nb);
 err_exiting:
 	kpatch_exiting_stop(ARRAY_SIZE(kpatch_tps));
-err_anchor:
-	kpatch_direct_unanchor();
 err_anchor_ops:
 	unregister_ftrace_function(&kpatch_anchor_ops);
 err_filter:
@@ -5018,7 +4408,7 @@ static void __exit kpatch_exit(void)
 	 * module (see struct kpatch_site): none is left.
 	 */
 	WARN_ON(!list_empty(&kpatch_patches));
-	WARN_ON(!hash_empty(kpatch_site_hash));
+	WARN_ON(!hash_empty(kpatch_sites));
 	WARN_ON(!list_empty(&kpatch_ways_in));
 
 	debugfs_remove_recursive(kpatch_debugfs_dir);
@@ -5031,8 +4421,6 @@ static void __exit kpatch_exit(void)
 						     struct kpatch_loading,
 						     list)->mod, NULL);
 	kpatch_exiting_stop(ARRAY_SIZE(kpatch_tps));
-	kpatch_direct_unanchor();
-	kpatch_direct_table_release();
 	unregister_ftrace_function(&kpatch_anchor_ops);
 	ftrace_free_filter(&kpatch_anchor_ops);
 	ftrace_free_filter(&kpatch_probe_ops);

@@ -19,21 +19,6 @@
 #include <linux/module.h>
 
 /**
- * enum kpatch_op - what the update in progress does to a function entry
- * @KPATCH_OP_NONE:    no update in progress touches this entry
- * @KPATCH_OP_PATCH:   the entry is being added
- * @KPATCH_OP_UNPATCH: the entry is being removed
- *
- * Private to the core: the NMI-safe lookup uses it to pick one consistent
- * version of the function table while an update is in flight.
- */
-enum kpatch_op {
-	KPATCH_OP_NONE,
-	KPATCH_OP_PATCH,
-	KPATCH_OP_UNPATCH,
-};
-
-/**
  * struct kpatch_func - one function replaced by a patch
  * @new_addr: start address of the replacement function
  * @new_size: size of the replacement function in bytes; 0 lets the core
@@ -41,25 +26,15 @@ enum kpatch_op {
  * @old_addr: start address of the function to replace, as kallsyms prints
  *            it (not the ftrace call site: the core finds that itself)
  * @old_size: size of the function to replace; 0 or the kallsyms size
- * @node:     private: link in the core's function table
- * @kpmod:    private: the patch this function belongs to
- * @ip:       private: ftrace location of @old_addr (after ENDBR on IBT)
- * @op:       private: role of this entry in the update in progress
  *
- * Only the first four fields are for the patch module to fill in.
+ * kpatch_register() reads these and keeps its own copy: the array is not
+ * used after it returns, and may be const or in init memory.
  */
 struct kpatch_func {
-	/* public */
 	unsigned long new_addr;
 	unsigned long new_size;
 	unsigned long old_addr;
 	unsigned long old_size;
-
-	/* private */
-	struct hlist_node node;
-	struct kpatch_module *kpmod;
-	unsigned long ip;
-	enum kpatch_op op;
 };
 
 struct kpatch_module;
@@ -122,14 +97,11 @@ typedef int (*kpatch_hook_t)(struct kpatch_module *kpmod);
  *             a function in module text (not vmlinux, not __init); its
  *             module is pinned while the patch is enabled
  * @enabled:   set by the core: true while the patch is in effect
- * @list:      private: link in the core's list of enabled patches
- * @kobj:      private: /sys/kernel/kpatch/patches/<name>
- * @name:      private: name of the patch (the module name for patches
- *             registered through kpatch_register())
- * @pins:      private: modules referenced while the patch is enabled: the
- *             patch module, the modules of each old and new function
- *             (NULL for vmlinux), kpatch itself, the module of each hook
- * @num_pins:  private: number of entries in @pins
+ * @name:      set by the core while the patch is tried or enabled: the
+ *             patch's name (the module's), for the hooks
+ *
+ * kpatch keeps a pointer to this structure while the patch is enabled,
+ * and calls the hooks with it.
  */
 struct kpatch_module {
 	struct module *mod;
@@ -138,13 +110,7 @@ struct kpatch_module {
 	kpatch_hook_t hooks[KPATCH_NR_HOOKS];
 
 	bool enabled;
-
-	/* private */
-	struct list_head list;
-	struct kobject *kobj;
 	const char *name;
-	struct module **pins;
-	int num_pins;
 };
 
 extern struct kobject *kpatch_patches_kobj;

@@ -255,7 +255,19 @@ static int kpatch_bench_window(unsigned int nr)
 
 /* ---- seed: the original stack check, as the baseline ---- */
 
-/* The seed's function table; holds what it would hold here: nothing. */
+/*
+ * The seed's function table, of the seed's entries (a function and its
+ * link, as struct kpatch_func was in 2014); it holds what it would hold
+ * here: nothing.
+ */
+struct kpatch_bench_seed_func {
+	unsigned long new_addr, new_size, old_addr, old_size;
+	struct hlist_node node;
+	int op;
+};
+
+#define KPATCH_BENCH_SEED_OP_UNPATCH	2
+
 static DEFINE_HASHTABLE(kpatch_bench_seed_hash, 10);
 
 struct kpatch_bench_seed {
@@ -265,9 +277,9 @@ struct kpatch_bench_seed {
 	int ret;
 };
 
-static struct kpatch_func *kpatch_bench_seed_get(unsigned long ip)
+static struct kpatch_bench_seed_func *kpatch_bench_seed_get(unsigned long ip)
 {
-	struct kpatch_func *f;
+	struct kpatch_bench_seed_func *f;
 
 	hash_for_each_possible_rcu(kpatch_bench_seed_hash, f, node, ip)
 		if (f->old_addr == ip)
@@ -285,7 +297,8 @@ static int kpatch_bench_seed_cmp(unsigned long addr, unsigned long start,
 static int kpatch_bench_seed_addr(struct kpatch_bench_seed *s,
 				  unsigned long addr)
 {
-	struct kpatch_func *f, *active;
+	struct kpatch_bench_seed_func *active, *sf;
+	struct kpatch_func *f;
 	unsigned int i;
 	int bkt;
 
@@ -300,9 +313,9 @@ static int kpatch_bench_seed_addr(struct kpatch_bench_seed *s,
 			return -EBUSY;
 		}
 	}
-	hash_for_each_rcu(kpatch_bench_seed_hash, bkt, f, node)
-		if (f->op == KPATCH_OP_UNPATCH &&
-		    kpatch_bench_seed_cmp(addr, f->new_addr, f->new_size))
+	hash_for_each_rcu(kpatch_bench_seed_hash, bkt, sf, node)
+		if (sf->op == KPATCH_BENCH_SEED_OP_UNPATCH &&
+		    kpatch_bench_seed_cmp(addr, sf->new_addr, sf->new_size))
 			return -EBUSY;
 	return 0;
 }

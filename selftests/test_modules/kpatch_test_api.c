@@ -175,11 +175,6 @@ static void kpatch_test_api_cmp_func(struct kpatch_test_api_diff *d, int i,
 			    sizeof(a->old_addr));
 	kpatch_test_api_cmp(d, i, "old_size", &b->old_size, &a->old_size,
 			    sizeof(a->old_size));
-	kpatch_test_api_cmp(d, i, "node", &b->node, &a->node, sizeof(a->node));
-	kpatch_test_api_cmp(d, i, "kpmod", &b->kpmod, &a->kpmod,
-			    sizeof(a->kpmod));
-	kpatch_test_api_cmp(d, i, "ip", &b->ip, &a->ip, sizeof(a->ip));
-	kpatch_test_api_cmp(d, i, "op", &b->op, &a->op, sizeof(a->op));
 }
 
 static void kpatch_test_api_cmp_kpmod(struct kpatch_test_api_diff *d,
@@ -193,12 +188,9 @@ static void kpatch_test_api_cmp_kpmod(struct kpatch_test_api_diff *d,
 			    sizeof(a->num_funcs));
 	kpatch_test_api_cmp(d, -1, "enabled", &b->enabled, &a->enabled,
 			    sizeof(a->enabled));
-	kpatch_test_api_cmp(d, -1, "list", &b->list, &a->list, sizeof(a->list));
-	kpatch_test_api_cmp(d, -1, "kobj", &b->kobj, &a->kobj, sizeof(a->kobj));
+	kpatch_test_api_cmp(d, -1, "hooks", &b->hooks, &a->hooks,
+			    sizeof(a->hooks));
 	kpatch_test_api_cmp(d, -1, "name", &b->name, &a->name, sizeof(a->name));
-	kpatch_test_api_cmp(d, -1, "pins", &b->pins, &a->pins, sizeof(a->pins));
-	kpatch_test_api_cmp(d, -1, "num_pins", &b->num_pins, &a->num_pins,
-			    sizeof(a->num_pins));
 }
 
 /*

@@ -147,7 +147,7 @@
 #define KPATCH_JMP			1
 #define kpatch_direct_set(ops, addr)	register_ftrace_direct(ops, addr)
 #define kpatch_direct_move(ops, addr)	modify_ftrace_direct(ops, addr)
-#define kpatch_direct_clear(ops, addr)	unregister_ftrace_direct(ops, addr, true)
+#define kpatch_direct_clear(ops, addr)	unregister_ftrace_direct(ops, addr, false)
 #define kpatch_jmp_to(addr)		ftrace_jmp_set(addr)
 #else
 #define KPATCH_JMP			0
@@ -782,6 +782,66 @@ static void kpatch_settle_targets(struct kpatch_try *try)
 }
 
 /*
+ * The other CPUs in kpatch_update_cb(): wait until the state has left IDLE
+ * and say so.  The acquire pairs with the release of UPDATING there: a CPU
+ * that answers sees every mark.  atomic_inc_return() is fully ordered:
+ * whatever this CPU ran before (an NMI that returned into this loop
+ * included) happens before its answer.
+ */
+static int kpatch_update_answer(struct kpatch_try *try)
+{
+	while (atomic_read_acquire(&kpatch_state) == KPATCH_STATE_IDLE)
+		cpu_relax();
+	atomic_inc_return(&try->cpus_seen);
+	return 0;
+}
+
+/*
+ * Step 3 of kpatch_update_cb().  The stop hooks convert the data, then the
+ * new entries are published (hlist_add_head_rcu() puts them first).
+ * Nobody runs a new function before the state is SUCCESS (slow path) or a
+ * final target is written (fast path), and both come after the
+ * atomic_cmpxchg() in kpatch_state_finish(), fully ordered after the
+ * hooks' stores; readers pair with it through the smp_rmb() of the slow
+ * path and the acquire of the fast path.  A caller of a changed function
+ * meanwhile can only be an NMI: it runs the old function, maybe on data
+ * half converted, and makes the update fail, which the undo hooks roll
+ * back before any CPU is released.
+ */
+static int kpatch_update_publish(struct kpatch_try *try)
+{
+	unsigned int i;
+	int state, ret;
+
+	ret = kpatch_stop_hooks(try);
+	if (ret) {
+		kpatch_state_finish(KPATCH_STATE_FAILURE, 0);
+		return ret;
+	}
+	for (i = try->first_add; i < try->nr_touched; i++)
+		hlist_add_head_rcu(&try->touched[i]->node,
+				   &try->touched[i]->site->entries);
+	smp_wmb();	/* entries before SUCCESS: kpatch_redirect_slow() */
+	kpatch_test_point(KPATCH_TEST_PUBLISHED);
+
+	state = kpatch_state_finish(KPATCH_STATE_SUCCESS, 0);
+	if (state == KPATCH_STATE_FAILURE) {
+		/* A changed function ran meanwhile and saw the old version. */
+		for (i = try->first_add; i < try->nr_touched; i++)
+			hlist_del_init_rcu(&try->touched[i]->node);
+		kpatch_undo_hooks(try, try->nr_parts);
+		try->refused.why = KPATCH_RAN;
+		return -EBUSY;
+	}
+	WARN_ON_ONCE(state != KPATCH_STATE_SUCCESS);
+
+	/* SUCCESS makes callers skip these already; now unlink them. */
+	for (i = 0; i < try->first_add; i++)
+		hlist_del_init_rcu(&try->touched[i]->node);
+	return 0;
+}
+
+/*
  * The stop_machine() callback: the only place where entries are published
  * and taken out, and where ftrace_ops sites change target.  Interrupts are
  * off on every CPU; only NMIs and the stop_machine() loops of the other
@@ -820,23 +880,11 @@ static int kpatch_update_cb(void *data)
 {
 	struct kpatch_try *try = data;
 	unsigned int i;
-	int state, ret;
+	int ret;
 
-	/*
-	 * stop_machine() runs this on every online CPU.  The first to get here
-	 * makes the update; each other one waits until the state has left
-	 * IDLE and says so.  The acquire pairs with the release of UPDATING
-	 * below: a CPU that answers sees every mark.  atomic_inc_return() is
-	 * fully ordered: whatever this CPU ran before (an NMI that returned
-	 * into this loop included) happens before its answer.
-	 */
-	if (atomic_inc_return(&try->cpus_in) != 1) {
-		while (atomic_read_acquire(&kpatch_state) == KPATCH_STATE_IDLE)
-			cpu_relax();
-		atomic_inc_return(&try->cpus_seen);
-		return 0;
-	}
-
+	/* stop_machine() runs this on every online CPU: the first updates. */
+	if (atomic_inc_return(&try->cpus_in) != 1)
+		return kpatch_update_answer(try);
 	kpatch_test_point(KPATCH_TEST_ENTER);
 
 	/*
@@ -861,51 +909,12 @@ static int kpatch_update_cb(void *data)
 
 	if (kpatch_check_stacks(try)) {
 		kpatch_state_finish(KPATCH_STATE_FAILURE, 0);
-		kpatch_settle_targets(try);
-		return -EBUSY;
+		ret = -EBUSY;
+	} else {
+		ret = kpatch_update_publish(try);
 	}
-
-	/*
-	 * Step 3.  The stop hooks convert the data, then the new entries are
-	 * published (hlist_add_head_rcu() puts them first).  Nobody runs a
-	 * new function before the state is SUCCESS (slow path) or a final
-	 * target is written (fast path), and both come after the
-	 * atomic_cmpxchg() in kpatch_state_finish(), fully ordered after the
-	 * hooks' stores; readers pair with it through the smp_rmb() of the
-	 * slow path and the acquire of the fast path.  A caller of a changed
-	 * function meanwhile can only be an NMI: it runs the old function,
-	 * maybe on data half converted, and makes the update fail, which the
-	 * undo hooks roll back before any CPU is released.
-	 */
-	ret = kpatch_stop_hooks(try);
-	if (ret) {
-		kpatch_state_finish(KPATCH_STATE_FAILURE, 0);
-		kpatch_settle_targets(try);
-		return ret;
-	}
-	for (i = try->first_add; i < try->nr_touched; i++)
-		hlist_add_head_rcu(&try->touched[i]->node,
-				   &try->touched[i]->site->entries);
-	smp_wmb();	/* entries before SUCCESS: kpatch_redirect_slow() */
-	kpatch_test_point(KPATCH_TEST_PUBLISHED);
-
-	state = kpatch_state_finish(KPATCH_STATE_SUCCESS, 0);
-	if (state == KPATCH_STATE_FAILURE) {
-		/* A changed function ran meanwhile and saw the old version. */
-		for (i = try->first_add; i < try->nr_touched; i++)
-			hlist_del_init_rcu(&try->touched[i]->node);
-		kpatch_undo_hooks(try, try->nr_parts);
-		kpatch_settle_targets(try);	/* step 4 */
-		try->refused.why = KPATCH_RAN;
-		return -EBUSY;
-	}
-	WARN_ON_ONCE(state != KPATCH_STATE_SUCCESS);
-
-	/* SUCCESS makes callers skip these already; now unlink them. */
-	for (i = 0; i < try->first_add; i++)
-		hlist_del_init_rcu(&try->touched[i]->node);
 	kpatch_settle_targets(try);	/* step 4 */
-	return 0;
+	return ret;
 }
 
 /* ------------------------------------------------------------------------
@@ -1658,6 +1667,80 @@ enum kpatch_insn {
 };
 
 /*
+ * Where the operand that starts with the ModRM byte p[@i] ends: after its
+ * SIB byte and displacement, if any.  0 if that is past p[@n - 1].
+ */
+static unsigned int kpatch_modrm_end(const u8 *p, unsigned int i,
+				     unsigned int n)
+{
+	u8 modrm = p[i++];
+
+	if (modrm >= 0xc0)		/* a register operand */
+		return i;
+	if ((modrm & 7) == 4) {		/* a SIB byte */
+		if (i >= n)
+			return 0;
+		if (modrm < 0x40 && (p[i] & 7) == 5)
+			i += 4;
+		i++;
+	} else if (modrm < 0x40 && (modrm & 7) == 5) {
+		i += 4;			/* %rip-relative */
+	}
+	return i + (modrm >= 0x80 ? 4 : modrm >= 0x40 ? 1 : 0);
+}
+
+/* The prefixes kpatch_decode() needs to know of. */
+#define KPATCH_OPSIZE	1	/* 66: 16-bit operands */
+#define KPATCH_ADDR32	2	/* 67: 32-bit addresses */
+#define KPATCH_REXW	4	/* REX.W: 64-bit operands */
+
+/*
+ * The letter of the opcode of the instruction at @p (see the maps above),
+ * after its prefixes, which it adds to *@pfx: the opcode byte is p[*@i].
+ * 0 if the opcode would be past p[@n - 1].
+ */
+static char kpatch_opcode(const u8 *p, unsigned int n, unsigned int *i,
+			  unsigned int *pfx)
+{
+	u8 map;
+	char c;
+
+	for (*i = 0; *i < n; ++*i) {
+		c = kpatch_op1[p[*i] >> 4][p[*i] & 15];
+		if (c == 'R') {
+			*pfx = (*pfx & ~KPATCH_REXW) | (p[*i] & 8 ? KPATCH_REXW : 0);
+		} else if (c == 'p') {
+			*pfx &= ~KPATCH_REXW;	/* a REX prefix counts only last */
+			*pfx |= (p[*i] == 0x66 ? KPATCH_OPSIZE : 0) |
+				(p[*i] == 0x67 ? KPATCH_ADDR32 : 0);
+		} else {
+			break;
+		}
+	}
+	if (*i >= n)
+		return 0;
+	if (c == 'V') {			/* c5 RvvvvLpp, c4 RXBmmmmm WvvvvLpp */
+		if (*i + 3 >= n)
+			return 0;
+		map = p[*i] == 0xc5 ? 1 : p[*i + 1] & 0x1f;
+		*i += p[*i] == 0xc5 ? 2 : 3;
+		c = map == 1 ? kpatch_op2[p[*i] >> 4][p[*i] & 15] :
+		    map == 2 ? 'm' : map == 3 ? 'B' : 'x';
+		return c == '.' || c == 'm' || c == 'B' ? c : 'x';
+	}
+	if (c != '0')
+		return c;
+	if (++*i >= n)
+		return 0;
+	c = kpatch_op2[p[*i] >> 4][p[*i] & 15];
+	if (c == '3' || c == '4') {	/* 0f 38: ModRM; 0f 3a: ModRM, imm8 */
+		++*i;
+		return c == '3' ? 'm' : 'B';
+	}
+	return c;
+}
+
+/*
  * The instruction at @p, which is at @addr and has @avail bytes after it
  * that may be read: its length, or 0 if it cannot be decoded (with
  * KPATCH_INSN_SHORT if it would need more bytes than @avail); what it is
@@ -1667,46 +1750,17 @@ static unsigned int kpatch_decode(const u8 *p, unsigned long avail,
 				  unsigned long addr, enum kpatch_insn *kind,
 				  unsigned long *target)
 {
-	unsigned int i, imm = 0, n = min(avail, 15UL);
-	bool opsize = false, addr32 = false, rexw = false;
-	u8 modrm, reg, map;
+	unsigned int i, imm = 0, n = min(avail, 15UL), pfx = 0;
+	bool imm16 = false;
 	s32 rel32;
+	u8 reg;
 	char c;
 
 	*kind = KPATCH_INSN_OTHER;
-	for (i = 0; ; i++) {
-		if (i >= n)
-			goto truncated;
-		c = kpatch_op1[p[i] >> 4][p[i] & 15];
-		if (c == 'R') {
-			rexw = p[i] & 8;
-		} else if (c == 'p') {
-			rexw = false;	/* a REX prefix counts only last */
-			opsize |= p[i] == 0x66;
-			addr32 |= p[i] == 0x67;
-		} else {
-			break;
-		}
-	}
-	if (c == 'V') {			/* c5 RvvvvLpp, c4 RXBmmmmm WvvvvLpp */
-		if (i + 3 >= n)
-			goto truncated;
-		map = p[i] == 0xc5 ? 1 : p[i + 1] & 0x1f;
-		i += p[i] == 0xc5 ? 2 : 3;
-		c = map == 1 ? kpatch_op2[p[i] >> 4][p[i] & 15] :
-		    map == 2 ? 'm' :
-		    map == 3 ? 'B' : 'x';
-		if (c != '.' && c != 'm' && c != 'B')
-			return 0;
-	} else if (c == '0') {
-		if (++i >= n)
-			goto truncated;
-		c = kpatch_op2[p[i] >> 4][p[i] & 15];
-		if (c == '3' || c == '4') {
-			c = c == '3' ? 'm' : 'B';
-			i++;
-		}
-	}
+	c = kpatch_opcode(p, n, &i, &pfx);
+	if (!c)
+		goto truncated;
+	imm16 = (pfx & (KPATCH_OPSIZE | KPATCH_REXW)) == KPATCH_OPSIZE;
 	i++;				/* the opcode */
 	switch (c) {
 	case 'x':
@@ -1721,50 +1775,34 @@ static unsigned int kpatch_decode(const u8 *p, unsigned long avail,
 	case 'J':
 	case 'K':
 		*kind = c == 'k' || c == 'J' ? KPATCH_INSN_JUMP : KPATCH_INSN_JCC;
-		imm = c == 'j' || c == 'k' ? 1 : 4;
+		imm = islower(c) ? 1 : 4;
 		break;
-	case 'c':
-		imm = 4;
-		break;
-	case 'b':
-		imm = 1;
-		break;
+	case 'b':			/* imm8, imm16, imm16 + imm8, rel32 */
 	case 'w':
-		imm = 2;
-		break;
 	case 'e':
-		imm = 3;
+	case 'c':
+		imm = strchr("bwec", c) - "bwec" + 1;
 		break;
 	case 'z':
-		imm = opsize && !rexw ? 2 : 4;
+		imm = imm16 ? 2 : 4;
 		break;
 	case 'v':
-		imm = rexw ? 8 : opsize ? 2 : 4;
+		imm = pfx & KPATCH_REXW ? 8 : imm16 ? 2 : 4;
 		break;
 	case 'o':
-		imm = addr32 ? 4 : 8;
+		imm = pfx & KPATCH_ADDR32 ? 4 : 8;
 		break;
 	default:			/* m B Z f F I: a ModRM byte first */
 		if (i >= n)
 			goto truncated;
-		modrm = p[i++];
-		reg = (modrm >> 3) & 7;
-		if (modrm < 0xc0) {	/* a memory operand */
-			if ((modrm & 7) == 4) {		/* a SIB byte */
-				if (i >= n)
-					goto truncated;
-				if (modrm < 0x40 && (p[i] & 7) == 5)
-					i += 4;
-				i++;
-			} else if (modrm < 0x40 && (modrm & 7) == 5) {
-				i += 4;			/* %rip-relative */
-			}
-			i += modrm >= 0x80 ? 4 : modrm >= 0x40 ? 1 : 0;
-		}
+		reg = (p[i] >> 3) & 7;
+		i = kpatch_modrm_end(p, i, n);
+		if (!i)
+			goto truncated;
 		if (c == 'B' || (c == 'f' && reg < 2))
 			imm = 1;
 		else if (c == 'Z' || (c == 'F' && reg < 2))
-			imm = opsize && !rexw ? 2 : 4;
+			imm = imm16 ? 2 : 4;
 		else if (c == 'I' && (reg == 4 || reg == 5))
 			*kind = KPATCH_INSN_INDIRECT;
 	}

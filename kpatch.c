@@ -1454,6 +1454,13 @@ static __cold int kpatch_sites_add(struct kpatch_try *try)
 	unsigned int i;
 	int ret = 0;
 
+	/*
+	 * An earlier try of this request may have left a site pointer in an
+	 * entry whose site is gone since; kpatch_sites_unmake() reads every
+	 * entry from first_add on, also those this loop does not reach.
+	 */
+	for (i = try->first_add; i < try->nr_touched; i++)
+		try->touched[i]->site = NULL;
 	for (i = try->first_add; i < try->nr_touched && !ret; i++) {
 		e = try->touched[i];
 		e->site = kpatch_site_find(e->ip);

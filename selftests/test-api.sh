@@ -18,11 +18,12 @@
 # that the directory already exists.
 #
 # kpatch_register() refuses, with EINVAL and a log line, a struct
-# kpatch_module or funcs array that is const, __ro_after_init or on the
-# stack of the module's init (kpatch keeps pointers to them and writes to
-# them while the patch is enabled), changes nothing and leaves them as
-# they were; it accepts them from kmalloc() and vmalloc() (mem=WHERE, see
-# kpatch_test_api.c).
+# kpatch_module that is const, __ro_after_init or on the stack of the
+# module's init (kpatch keeps a pointer to it and writes to it while the
+# patch is enabled), changes nothing and leaves the structures as they
+# were.  It accepts a funcs array there (it copies the functions), and
+# both from kmalloc() and vmalloc(): the patch applies and comes out
+# like any other (mem=WHERE, see kpatch_test_api.c).
 #
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
@@ -276,17 +277,20 @@ check_no_splat
 
 # ------------------------------------------ structures in other memory --
 #
-# kpatch keeps pointers to the struct kpatch_module and its funcs array
-# while the patch is enabled and writes to both, so it refuses them in
-# memory that is or becomes read-only, or goes away with the init:
-# EINVAL, one log line, nothing changed.  kpatch_test_api mem=WHERE passes
-# them from there (see kpatch_test_api.c); should kpatch accept them, the
-# module takes the patch out again before its init returns, so that no
-# later access faults.  The const cases come last and only once kpatch
-# has refused the others: a kpatch that accepts them writes into the
-# const structure inside kpatch_register() and faults there.
+# kpatch keeps a pointer to the struct kpatch_module while the patch is
+# enabled and writes to it, so it refuses one in memory that is or
+# becomes read-only, or goes away with the init: EINVAL, one log line,
+# nothing changed.  kpatch_test_api mem=WHERE passes it from there (see
+# kpatch_test_api.c); should kpatch accept it, the module takes the patch
+# out again before its init returns, so that no later access faults.
+# The const case comes last and only once kpatch has refused the others:
+# a kpatch that accepts it writes into the const structure inside
+# kpatch_register() and faults there.  The funcs array kpatch only reads,
+# while kpatch_register() runs: from any of these places, the patch
+# applies, and the module's struct kpatch_module keeps pointing to where
+# the array was.
 
-WRITABLE_LINE="kpatch: kpatch_test_api: the kpatch_module or its functions are not in writable memory (const, __ro_after_init or on the stack)"
+WRITABLE_LINE="kpatch: kpatch_test_api: the kpatch_module is not in writable memory (const, __ro_after_init or on the stack)"
 mem_accepted=
 
 # mem_refused MEM WHAT: insmod kpatch_test_api mem=MEM, which passes WHAT
@@ -325,13 +329,11 @@ EOT
 }
 
 mem_refused stack "a struct kpatch_module on the init's stack"
-mem_refused stack_funcs "a funcs array on the init's stack"
 mem_refused ro_after_init "a struct kpatch_module in __ro_after_init"
-mem_refused ro_after_init_funcs "a funcs array in __ro_after_init"
 
-# mem_heap MEM WHAT: kpatch_test_api mem=MEM registers its patch from WHAT,
+# mem_ok MEM WHAT: kpatch_test_api mem=MEM registers its patch from WHAT,
 # which works like one in module data
-mem_heap() {
+mem_ok() {
 	start_test "kpatch_register() accepts $2"
 	log_mark
 	load_api "mem=$1"
@@ -352,8 +354,11 @@ EOT
 	check_no_splat
 }
 
-mem_heap kmalloc "struct kpatch_module and funcs array from kmalloc()"
-mem_heap vmalloc "struct kpatch_module and funcs array from vmalloc()"
+mem_ok stack_funcs "a funcs array on the init's stack"
+mem_ok ro_after_init_funcs "a funcs array in __ro_after_init"
+mem_ok const_funcs "a const funcs array"
+mem_ok kmalloc "struct kpatch_module and funcs array from kmalloc()"
+mem_ok vmalloc "struct kpatch_module and funcs array from vmalloc()"
 
 # mem_const MEM WHAT: mem_refused for a const structure, once kpatch has
 # refused the other cases; else a failure, without the insmod
@@ -369,4 +374,3 @@ mem_const() {
 }
 
 mem_const const "a const struct kpatch_module"
-mem_const const_funcs "a const funcs array"

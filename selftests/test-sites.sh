@@ -1,19 +1,17 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 #
-# test-sites.sh - every ftrace hook kpatch has on a function pins the
-# function's module until the hook is removed.  kpatch makes the direct
-# calls of one patch command as one group and removes a group only once
-# none of its functions is patched any more.  So after "patch p1 cmd v1
-# a a1", "patch p2 cmd v2" and "unpatch p1", kpatch_test_value_a is not
-# patched any more (it returns 1 again), but enabled_functions still
-# lists it with kpatch_direct_tramp (the direct call stays, with no
-# target, while p2 keeps cmdline_proc_show and with it the group).  Then
-# kpatch_test_target, which holds kpatch_test_value_a, must not be
-# unloaded: a hook on freed (and later reused) module text would make
-# ftrace warn when the module comes back and the group's removal touch
-# what is gone.  After "unpatch p2" the group is removed, the module can
-# be unloaded and loaded again, and kpatch.ko unloads.
+# test-sites.sh - kpatch's ftrace hook on a function (its site) pins the
+# function's module while it is there, and goes with the function's last
+# patch, whatever other patches stay.  After "patch p1 cmd v1 a a1",
+# "patch p2 cmd v2" and "unpatch p1", kpatch_test_value_a is not patched
+# any more: it returns 1 again and is gone from enabled_functions at once,
+# while cmdline_proc_show keeps its site for p2.  kpatch_test_target,
+# which holds kpatch_test_value_a, is refused by rmmod while a is
+# patched; once it is not, the module unloads and loads again with no
+# hook left on its text (a hook on freed and reused module text would
+# make ftrace warn).  After "unpatch p2" no site is left and kpatch.ko
+# unloads.
 #
 # Functions: vmlinux's cmdline_proc_show (kpatch_test_new's
 # kpatch_test_cmdline_v1/v2: /proc/cmdline reads "kpatch-test v1"/"v2")
@@ -30,19 +28,32 @@ cmd1=$(sym kpatch_test_cmdline_v1 kpatch_test_new) || bail "setup: find kpatch_t
 cmd2=$(sym kpatch_test_cmdline_v2 kpatch_test_new) || bail "setup: find kpatch_test_cmdline_v2"
 a=$(sym kpatch_test_value_a "$TARGET") || bail "setup: find kpatch_test_value_a"
 a1=$(sym kpatch_test_value_a_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_a_v1"
+orig=$(cat /proc/cmdline)
 
 # gone FUNC: FUNC is not in enabled_functions
 gone() {
 	! ftrace_enabled "$1"
 }
 
-# tramp_users: the functions enabled_functions lists with kpatch's direct
-# trampoline, but for kpatch's own anchor functions (kpatch.ko keeps one
-# on the trampoline for as long as it is loaded)
-tramp_users() {
+# kpatch_site FUNC: enabled_functions lists FUNC with a site of kpatch's:
+# a direct call (a jmp site, or one on kpatch_guard) or kpatch's handler
+kpatch_site() {
+	site "$1" | grep -Eq 'direct(\(jmp\))?-->|kpatch_ftrace_handler'
+}
+
+# kpatch_sites: the functions enabled_functions lists with a site of
+# kpatch's, but for kpatch's own functions (kpatch.ko keeps an ftrace_ops
+# on one of them for as long as it is loaded)
+kpatch_sites() {
 	awk '
-		/^[^ \t]/ { entry = $0; name = $1; next }
-		/direct-->kpatch_direct_tramp/ && entry !~ /\[kpatch\]/ { print name }
+		function done() {
+			if (name != "" && entry !~ /^[^ \t]* \[kpatch\]/ &&
+			    entry ~ /direct(\(jmp\))?-->|kpatch_ftrace_handler/)
+				print name
+		}
+		/^[^ \t]/ { done(); entry = $0; name = $1; next }
+		{ entry = entry "\n" $0 }
+		END { done() }
 	' "$TRACEFS/enabled_functions"
 }
 
@@ -53,24 +64,21 @@ show_sites() {
 	diag "$(site kpatch_test_value_a)"
 }
 
-# is_patched NAME: is patch NAME in the patches file?
-is_patched() {
-	grep -q "^$1 " "$KP_PATCHES"
-}
-
 cmdline() {
 	cat /proc/cmdline
 }
 
-start_test "one group, one function of it still patched"
+start_test "a site goes with its function's last patch"
 log_mark
 expect_ok patch p1 "$cmd" "$cmd1" "$a" "$a1"
 check_eq "p1: a runs _v1" "a=11 b=2" "$(target_values)"
 check_eq "p1: /proc/cmdline from v1" "kpatch-test v1" "$(cmdline)"
-check "cmdline_proc_show on the direct path" on_direct cmdline_proc_show
-check "kpatch_test_value_a on the direct path" on_direct kpatch_test_value_a
+show_sites
+check "cmdline_proc_show has a site of kpatch's" kpatch_site cmdline_proc_show
+check "kpatch_test_value_a has a site of kpatch's" kpatch_site kpatch_test_value_a
 expect_ok patch p2 "$cmd" "$cmd2"
 check_eq "p2: /proc/cmdline from v2" "kpatch-test v2" "$(cmdline)"
+check_eq "p2: a still runs _v1" "a=11 b=2" "$(target_values)"
 expect_ok unpatch p1
 check_eq "a restored" "a=1 b=2" "$(target_values)"
 check_eq "/proc/cmdline still from v2" "kpatch-test v2" "$(cmdline)"
@@ -78,46 +86,59 @@ check_patches "only p2 left" \
 	"$(pline p2 cmdline_proc_show "$cmd" \
 		kpatch_test_new:kpatch_test_cmdline_v2 "$cmd2" active)"
 show_sites
-check "kpatch_test_value_a still hooked: direct-->kpatch_direct_tramp (its group stays)" \
-	on_direct kpatch_test_value_a
+check "kpatch_test_value_a is gone from enabled_functions" \
+	gone kpatch_test_value_a
+check "cmdline_proc_show keeps its site for p2" kpatch_site cmdline_proc_show
+check_log "the log has the patches enabled and p1 removed, nothing else" <<EOF
+kpatch: tainting kernel with TAINT_LIVEPATCH
+kpatch: patch 'p1' enabled (2 functions)
+kpatch: patch 'p2' enabled (1 function)
+kpatch: patch 'p1' removed
+EOF
 check_no_splat
 
-start_test "the hook pins the module"
+start_test "a hooked function's module is pinned"
 log_mark
+expect_ok patch p3 "$a" "$a1"
+check_eq "p3: a runs _v1" "a=11 b=2" "$(target_values)"
+check "kpatch_test_value_a has a site of kpatch's" kpatch_site kpatch_test_value_a
 if unload_mod "$TARGET"; then
 	not_ok "rmmod $TARGET refused while kpatch hooks kpatch_test_value_a"
-	diag "the module is gone under kpatch's hook; unpatch p2 first, then reload"
-	show_sites
-	kp unpatch p2 || :
-	diag "after unpatch p2:" "$(grep kpatch "$TRACEFS/enabled_functions")"
+	diag "the module is gone under kpatch's hook; loading it again"
 	diag "kernel log:" "$(log_since_mark | tail -n 40)"
+	kp unpatch p3 || :
 	load_mod "$TARGET" || bail "setup: load $TARGET.ko again"
-	diag "after reload:" "$(grep kpatch "$TRACEFS/enabled_functions")"
-	diag "kernel log:" "$(log_since_mark | tail -n 40)"
 else
 	ok "rmmod $TARGET refused while kpatch hooks kpatch_test_value_a"
 	check "$TARGET still loaded" mod_loaded "$TARGET"
-	check_eq "a still returns 1" "a=1 b=2" "$(target_values)"
-	check "kpatch_test_value_a still hooked" on_direct kpatch_test_value_a
+	check_eq "a still runs _v1" "a=11 b=2" "$(target_values)"
+	check "kpatch_test_value_a still has its site" kpatch_site kpatch_test_value_a
+	expect_ok unpatch p3
 fi
+check_eq "a restored" "a=1 b=2" "$(target_values)"
+check "kpatch_test_value_a is gone from enabled_functions" \
+	gone kpatch_test_value_a
 check_no_splat
 
-start_test "the group goes with its last patch"
+start_test "a module whose functions are not patched any more unloads"
 log_mark
-if is_patched p2; then
-	expect_ok unpatch p2
-fi
-check_patches "nothing patched"
-check "kpatch_test_value_a is gone from enabled_functions" \
-	wait_until gone kpatch_test_value_a
-check "cmdline_proc_show is gone from enabled_functions" \
-	wait_until gone cmdline_proc_show
-check_eq "no function but kpatch's anchor on kpatch_direct_tramp" "" "$(tramp_users)"
-check "rmmod $TARGET succeeds" unload_mod "$TARGET"
+check "rmmod $TARGET succeeds while p2 stays" unload_mod "$TARGET"
 check "insmod $TARGET succeeds" load_mod "$TARGET"
 check_eq "a returns 1" "a=1 b=2" "$(target_values)"
 check_not "kpatch_test_value_a is not in enabled_functions" \
 	ftrace_enabled kpatch_test_value_a
-check "rmmod $TARGET succeeds again" unload_mod "$TARGET"
+check_eq "/proc/cmdline still from v2" "kpatch-test v2" "$(cmdline)"
+check_not "rmmod kpatch refused while p2 hooks cmdline_proc_show" unload_kpatch
+check_no_splat
+
+start_test "the last site goes with the last patch"
+log_mark
+expect_ok unpatch p2
+check_patches "nothing patched"
+check_eq "/proc/cmdline restored" "$orig" "$(cmdline)"
+check "cmdline_proc_show is gone from enabled_functions" \
+	gone cmdline_proc_show
+check_eq "no site of kpatch's left" "" "$(kpatch_sites)"
+check "rmmod $TARGET succeeds" unload_mod "$TARGET"
 check "rmmod kpatch succeeds" unload_kpatch
 check_no_splat

@@ -10,7 +10,6 @@
  *
  *	kpatch_test_value_a:  1   (v1: 11, v2: 12, v3: 13)
  *	kpatch_test_value_b:  2   (v1: 21, v2: 22)
- *	kpatch_test_many_f<i>: i  (kpatch_test_many_new: 1000000)
  */
 #ifndef _KPATCH_TEST_H
 #define _KPATCH_TEST_H
@@ -138,14 +137,5 @@ int kpatch_test_shadow_pre_patch(struct kpatch_module *kpmod);
 int kpatch_test_shadow_post_unpatch(struct kpatch_module *kpmod);
 int kpatch_test_shadow_hook_nop(struct kpatch_module *kpmod);
 int kpatch_test_shadow_hook_veto(struct kpatch_module *kpmod);
-
-/*
- * kpatch_test_many.ko: kpatch_test_many_funcs.c, written at build time
- * (see Kbuild), has the functions and the table of them.
- */
-#define KPATCH_TEST_MANY_NEW	1000000
-extern int (*const kpatch_test_many_funcs[])(void);
-extern const unsigned int kpatch_test_many_nr;
-int kpatch_test_many_new(void);
 
 #endif /* _KPATCH_TEST_H */

@@ -35,15 +35,17 @@
  *
  * With mem=WHERE the init registers a patch of kpatch_test_value_a()
  * from structures in other memory, and returns what kpatch_register()
- * returned.  kpatch keeps pointers to them and writes to them while the
- * patch is enabled, so it must refuse (-EINVAL) a struct kpatch_module or
- * funcs array that is const (mem=const, mem=const_funcs: read-only from
- * before the init), __ro_after_init (mem=ro_after_init,
- * mem=ro_after_init_funcs: read-only once the init has returned) or on
- * the stack of the init (mem=stack, mem=stack_funcs: gone once it has
- * returned), and accept both from kmalloc() or vmalloc() (mem=kmalloc,
- * mem=vmalloc, with kpatch_test_api_value_a() as the new function; the
- * module frees them at exit).  The init logs which memory it passes.
+ * returned.  kpatch keeps a pointer to the struct kpatch_module and
+ * writes to it while the patch is enabled, so it must refuse (-EINVAL)
+ * one that is const (mem=const: read-only from before the init),
+ * __ro_after_init (mem=ro_after_init: read-only once the init has
+ * returned) or on the stack of the init (mem=stack: gone once it has
+ * returned).  The funcs array it only reads, in kpatch_register(), so it
+ * must accept one there (mem=const_funcs, mem=ro_after_init_funcs,
+ * mem=stack_funcs: the struct kpatch_module in module data), and both
+ * from kmalloc() or vmalloc() (mem=kmalloc, mem=vmalloc; the module frees
+ * them at exit).  The new function of the patches accepted is
+ * kpatch_test_api_value_a().  The init logs which memory it passes.
  * After a refusal it compares the structures with copies made before the
  * call and logs "structures intact after failed register (err N)" or
  * "structures changed ...".  Should kpatch accept a structure it must
@@ -112,7 +114,7 @@ MODULE_PARM_DESC(no_register,
 static char *mem = "";
 module_param(mem, charp, 0444);
 MODULE_PARM_DESC(mem,
-		 "register from const, const_funcs, ro_after_init, ro_after_init_funcs, stack, stack_funcs (all refused), kmalloc or vmalloc memory (default: module data)");
+		 "register from const, ro_after_init, stack (all refused), const_funcs, ro_after_init_funcs, stack_funcs, kmalloc or vmalloc memory (default: module data)");
 
 static noinline int kpatch_test_api_value_a(void)
 {
@@ -263,7 +265,8 @@ static const char *const kpatch_test_api_mems[] = {
 /*
  * mem=const and mem=const_funcs: structures a patch module declared
  * const, as nothing in them seems to change.  The const struct points
- * to the module's ordinary funcs array, which the init fills in.
+ * to the module's ordinary funcs array, which the init fills in; the
+ * const funcs array is used with the module's struct kpatch_module.
  */
 static const struct kpatch_module kpatch_test_api_const_kpmod = {
 	.mod = THIS_MODULE,
@@ -274,7 +277,7 @@ static const struct kpatch_module kpatch_test_api_const_kpmod = {
 static const struct kpatch_func kpatch_test_api_const_funcs[] = {
 	{
 		.old_addr = (unsigned long)kpatch_test_value_a,
-		.new_addr = (unsigned long)kpatch_test_value_b,
+		.new_addr = (unsigned long)kpatch_test_api_value_a,
 	},
 };
 
@@ -296,7 +299,7 @@ static int __init kpatch_test_api_mem(void)
 	struct kpatch_func *funcs = kpatch_test_api_funcs;
 	struct kpatch_module stack_kpmod = {};
 	struct kpatch_func stack_funcs[1] = {};
-	bool refuse = true;
+	bool refuse = false, heap = false;
 	int where, ret;
 
 	where = match_string(kpatch_test_api_mems,
@@ -304,6 +307,7 @@ static int __init kpatch_test_api_mem(void)
 	switch (where) {
 	case KPATCH_TEST_API_CONST:
 		kpmod = (struct kpatch_module *)&kpatch_test_api_const_kpmod;
+		refuse = true;
 		pr_info("mem=%s: a const struct kpatch_module\n", mem);
 		break;
 	case KPATCH_TEST_API_CONST_FUNCS:
@@ -312,6 +316,7 @@ static int __init kpatch_test_api_mem(void)
 		break;
 	case KPATCH_TEST_API_RO_AFTER_INIT:
 		kpmod = &kpatch_test_api_roai_kpmod;
+		refuse = true;
 		pr_info("mem=%s: a struct kpatch_module in __ro_after_init\n",
 			mem);
 		break;
@@ -321,6 +326,7 @@ static int __init kpatch_test_api_mem(void)
 		break;
 	case KPATCH_TEST_API_STACK:
 		kpmod = &stack_kpmod;
+		refuse = true;
 		pr_info("mem=%s: a struct kpatch_module on the init's stack\n",
 			mem);
 		break;
@@ -331,23 +337,23 @@ static int __init kpatch_test_api_mem(void)
 	case KPATCH_TEST_API_KMALLOC:
 		kpmod = kzalloc(sizeof(*kpmod), GFP_KERNEL);
 		funcs = kcalloc(1, sizeof(*funcs), GFP_KERNEL);
-		refuse = false;
+		heap = true;
 		pr_info("mem=%s: struct kpatch_module and funcs array from kmalloc()\n",
 			mem);
 		break;
 	case KPATCH_TEST_API_VMALLOC:
 		kpmod = vzalloc(sizeof(*kpmod));
 		funcs = vzalloc(sizeof(*funcs));
-		refuse = false;
+		heap = true;
 		pr_info("mem=%s: struct kpatch_module and funcs array from vmalloc()\n",
 			mem);
 		break;
 	default:
-		pr_err("mem=%s: must be const, const_funcs, ro_after_init, ro_after_init_funcs, stack, stack_funcs, kmalloc or vmalloc\n",
+		pr_err("mem=%s: must be const, ro_after_init, stack, const_funcs, ro_after_init_funcs, stack_funcs, kmalloc or vmalloc\n",
 		       mem);
 		return -EINVAL;
 	}
-	if (!refuse && (!kpmod || !funcs)) {
+	if (heap && (!kpmod || !funcs)) {
 		kvfree(kpmod);
 		kvfree(funcs);
 		return -ENOMEM;
@@ -372,13 +378,17 @@ static int __init kpatch_test_api_mem(void)
 	if (!refuse) {
 		if (ret) {
 			pr_info("kpatch_register() failed: %d\n", ret);
-			kvfree(kpmod);
-			kvfree(funcs);
+			if (heap) {
+				kvfree(kpmod);
+				kvfree(funcs);
+			}
 			return ret;
 		}
 		kpatch_test_api_registered = kpmod;
-		kpatch_test_api_heap_kpmod = kpmod;
-		kpatch_test_api_heap_funcs = funcs;
+		if (heap) {
+			kpatch_test_api_heap_kpmod = kpmod;
+			kpatch_test_api_heap_funcs = funcs;
+		}
 		return 0;
 	}
 	if (!ret) {

@@ -45,8 +45,9 @@
  * api_bad= gives it one bad hook instead of its pre-patch hook: "vmlinux"
  * (a function of the kernel), "init" (a function of this module's __init
  * text), "mid" (one byte into a hook); or passes a copy of its struct
- * kpatch_module ("initdata") or of its funcs array ("initfuncs") in
- * __initdata, which the kernel frees after the init.
+ * kpatch_module ("initdata", refused) or of its funcs array ("initfuncs",
+ * which kpatch copies: accepted) in __initdata, which the kernel frees
+ * after the init.
  * If kpatch_register() fails, the init compares the struct
  * kpatch_module and the funcs array with copies made before the call and
  * logs "kpatch_register() failed: N" and either "structures intact after
@@ -610,7 +611,7 @@ MODULE_PARM_DESC(api, "register a patch with all hooks through kpatch_register()
 
 static char *api_bad = "";
 module_param(api_bad, charp, 0444);
-MODULE_PARM_DESC(api_bad, "with api=1, a bad pre-patch hook (vmlinux, init or mid) or structures in init memory (initdata, initfuncs)");
+MODULE_PARM_DESC(api_bad, "with api=1, a bad pre-patch hook (vmlinux, init or mid) or a struct kpatch_module or funcs array in init memory (initdata, initfuncs)");
 
 static struct kpatch_func kpatch_test_hooks_funcs[1];
 
@@ -650,7 +651,11 @@ static bool ibt = IS_ENABLED(CONFIG_X86_KERNEL_IBT);
 module_param(ibt, bool, 0444);
 MODULE_PARM_DESC(ibt, "whether the kernel has Indirect Branch Tracking (read-only)");
 
-/* copies in init memory, which kpatch must refuse to keep pointers to */
+/*
+ * copies in init memory: kpatch must refuse to keep a pointer to the
+ * struct kpatch_module there, and may read the funcs array only while
+ * kpatch_register() runs
+ */
 static struct kpatch_module kpatch_test_hooks_init_kpmod __initdata;
 static struct kpatch_func
 kpatch_test_hooks_init_funcs[ARRAY_SIZE(kpatch_test_hooks_funcs)] __initdata;

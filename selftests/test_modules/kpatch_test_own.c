@@ -13,7 +13,8 @@
  *				    "hold_helper" is 1 and returns 53.
  *	kpatch_test_own_indirect()  asm, leaves by an indirect jump ("jmp
  *				    *%rax") to kpatch_test_own_target(),
- *				    which returns 54.
+ *				    which returns 54.  It starts at an odd
+ *				    address (test-direct.sh).
  *
  * The module's own code runs in two tasks that kpatch never sends there:
  *
@@ -178,8 +179,15 @@ noinline int kpatch_test_own_target(void)
  * vouched for (ANNOTATE_RETPOLINE_SAFE) for objtool on kernels built
  * with retpolines, and followed by an INT3 for those built against
  * straight-line speculation.
+ *
+ * Neither is aligned beyond the first: kpatch_test_own_tail() is 5 bytes,
+ * or 9 with an ENDBR, so kpatch_test_own_indirect() starts at an odd
+ * address, as a hand-written asm function may.  ftrace takes bit 0 of a
+ * direct call's address as its jmp flag, so kpatch cannot make a jmp to
+ * it and must keep calls of it on its guard.
  */
 asm("	.pushsection	.text, \"ax\", @progbits\n"
+"	.balign		16\n"
 "	.globl		kpatch_test_own_tail\n"
 "	.type		kpatch_test_own_tail, @function\n"
 "kpatch_test_own_tail:\n"

@@ -33,9 +33,9 @@
 #   KPATCH_CACHE         cache dir (default /var/cache/kpatch-testbed)
 #                        (chroot/unstable: Debian unstable, for its kernel)
 #   KPATCH_TEST_TIMEOUT  seconds per kernel for `run` (default 1200; 2400
-#                        for the debug kernel)
+#                        for the debug kernel and the PREEMPT_RT one)
 #   KPATCH_LOCKDOWN_TIMEOUT  seconds for the lockdown boot (default 300;
-#                        600 for the debug kernel)
+#                        600 for the debug kernel and the PREEMPT_RT one)
 #   KPATCH_TESTS         words, each a NAME or glob: only the scripts
 #                        selftests/test-NAME.sh, and no lockdown boot unless
 #                        a word is "lockdown" (which alone: only the
@@ -1134,7 +1134,7 @@ test_scripts() {
 # are split into JOBS shards, one guest each, so that the lanes finish
 # together: balanced on each script's seconds in the previous run
 # (BUILDROOT/KVER.times, beside the build dir that each build wipes;
-# without it 10 s, 25 on the debug kernel), and
+# without it 10 s, 25 on the debug and PREEMPT_RT kernels), and
 # the longest guests start first.  The lockdown boot is a guest of its
 # own.  A guest's logs are in BUILDROOT/KVER/GUEST/ (GUEST: test-N or
 # lockdown), with qemu's exit status in boot.rc.
@@ -1167,10 +1167,16 @@ build_lane() {
 	echo "$rc" >"$BUILDROOT/$1.built"
 }
 
+# is_rt_kernel KVER: KVER is a PREEMPT_RT kernel
+is_rt_kernel() {
+	grep -qx 'CONFIG_PREEMPT_RT=y' "$CACHE/kernels/$1/config" 2>/dev/null
+}
+
 # kernel_timeouts KVER: "TEST LOCKDOWN" guest timeouts in seconds.  The
-# debug kernel's checkers make it 2-3 times slower.
+# debug kernel's checkers make it 2-3 times slower, and so does PREEMPT_RT
+# under TCG (its stress scripts 3-4 times).
 kernel_timeouts() {
-	if is_debug_kernel "$1"; then
+	if is_debug_kernel "$1" || is_rt_kernel "$1"; then
 		echo "${KPATCH_TEST_TIMEOUT:-2400} ${KPATCH_LOCKDOWN_TIMEOUT:-600}"
 	else
 		echo "$TEST_TIMEOUT $LOCKDOWN_TIMEOUT"
@@ -1185,7 +1191,7 @@ shard() {
 	local kver=$1 dir=$BUILDROOT/$1 def=10 n i best script secs
 	local -A last=()
 	local -a load=() files=()
-	if is_debug_kernel "$kver"; then def=25; fi
+	if is_debug_kernel "$kver" || is_rt_kernel "$kver"; then def=25; fi
 	if [[ -s $BUILDROOT/$kver.times ]]; then
 		while read -r script secs; do
 			last[$script]=$secs

@@ -130,7 +130,7 @@ ko_gate() {
 	dir=$(mktemp -d)
 	cp "$SRC"/{kpatch.c,kpatch.h,Kbuild} "$dir/"
 	out=$("$SRC/selftests/harness/testbed.sh" kmake "$kver" "$dir" M="$dir" \
-		W=1 KPATCH_TEST_HOOKS="$hooks" modules 2>&1) ||
+		W=1 KPATCH_TEST_HOOKS="$hooks" modules 2>&1 </dev/null) ||
 		{ echo "$out" | tail -20; fail "build $kver W=1 hooks=$hooks"; }
 	if grep -E '(warning|error):' <<<"$out"; then
 		fail "$kver W=1 hooks=$hooks: diagnostics above"

@@ -28,8 +28,10 @@
  * Words used throughout:
  *   entry      one function of one patch: its old and new function
  *   site       the ftrace call site of a patched function, and how calls
- *              leave it: through an ftrace_ops of its own whose handler
- *              sets the return address (an ftrace_ops site), or, where
+ *              leave it: through an ftrace_ops whose handler sets the
+ *              return address, one that such sites share or, where
+ *              another ftrace user hooks the function too, one of the
+ *              site's own (an ftrace_ops site), or, where
  *              ftrace can make a direct call a jmp, straight to the newest
  *              new function (a jmp site); a site owns its entries, newest
  *              first, as livepatch's klp_ops owns its func_stack
@@ -393,12 +395,17 @@ static LIST_HEAD(kpatch_patches);
  * that first patches its function, and released after the update that
  * leaves it no entry.  Calls leave it one of two ways:
  *
- *  - an ftrace_ops site: the IPMODIFY ftrace_ops below, whose handler sets
- *    the address ftrace returns to from the site's @target, which the fast
- *    path reads without a lock: above KPATCH_TARGET_SLOW the new function
- *    to run; 0 none, the old function runs; KPATCH_TARGET_SLOW an update is
- *    changing the site, and the call takes the state machine.  Targets are
- *    written only by the stop_machine() callback, and when a site is made;
+ *  - an ftrace_ops site: an IPMODIFY ftrace_ops whose handler finds the
+ *    site by its @ip and sets the address ftrace returns to from the
+ *    site's @target, which the fast path reads without a lock: above
+ *    KPATCH_TARGET_SLOW the new function to run; 0 none, the old function
+ *    runs; KPATCH_TARGET_SLOW an update is changing the site, and the call
+ *    takes the state machine.  Targets are written only by the
+ *    stop_machine() callback, and when a site is made.  The ftrace_ops is
+ *    kpatch_fops, which all such sites share (one ftrace update for all
+ *    the sites an update makes or releases), or, for a function that
+ *    another ftrace user also hooks, @ops, the site's own: registering it
+ *    lets ftrace ask a direct call there to share the function;
  *  - a jmp site (@jmp set, where ftrace makes direct calls jmps): its
  *    fentry is a direct call of @jmp.  While no update touches the site,
  *    @jmp is the newest new function, as a jmp (kpatch_jmp_to()): calls go
@@ -409,22 +416,31 @@ static LIST_HEAD(kpatch_patches);
  * A site holds a reference on the module of its function and on kpatch
  * itself for as long as it hooks the function, so neither can be unloaded
  * while an fentry call leads into kpatch.  Sites are made, found and freed
- * under kpatch_mutex; the guard's slow path also finds them from any
- * context, in kpatch_sites under RCU.
+ * under kpatch_mutex; the handler and the guard's slow path also find
+ * them from any context, in kpatch_sites under RCU (kpatch_site_find()).
  */
 #define KPATCH_TARGET_SLOW	1UL
 
+/* How a site hooks its function's fentry. */
+enum kpatch_via {
+	KPATCH_VIA_NONE,	/* not yet, or not any more */
+	KPATCH_VIA_FOPS,	/* @ip is in kpatch_fops's filter */
+	KPATCH_VIA_OPS,		/* its own ftrace_ops, @ops */
+	KPATCH_VIA_DIRECT,	/* a direct call, @ops: a jmp site */
+};
+
 struct kpatch_site {
-	struct ftrace_ops ops;		/* filter: @ip */
-	unsigned long ip;
+	struct hlist_node node;		/* in kpatch_sites; first: one test less */
+	unsigned long ip;		/* for the handler, next to @node */
 	unsigned long target;		/* ftrace_ops site */
 	unsigned long jmp;		/* jmp site: its direct address; or 0 */
 	struct hlist_head entries;	/* newest first */
-	struct hlist_node node;		/* in kpatch_sites */
 	struct module *mod;		/* pinned: the module of @ip, or NULL */
+	enum kpatch_via via;
+	struct ftrace_ops ops;		/* filter: @ip; unused on kpatch_fops */
 };
 
-#define KPATCH_SITE_BITS	7
+#define KPATCH_SITE_BITS	10
 static DEFINE_HASHTABLE(kpatch_sites, KPATCH_SITE_BITS);
 
 /* The site at @ip, or NULL.  From any context: it only reads under RCU. */
@@ -561,37 +577,68 @@ static noinline unsigned long notrace kpatch_redirect_slow(struct kpatch_site *s
 	return e ? e->new_addr : 0;
 }
 
+/* The slow path of the handler below, out of its way. */
+static noinline void notrace kpatch_ftrace_slow(struct kpatch_site *site,
+						struct ftrace_regs *fregs)
+{
+	unsigned long target = kpatch_redirect_slow(site);
+
+	if (target)
+		kpatch_set_ip(fregs, target);
+}
+
 /*
- * The handler of an ftrace_ops site, called by ftrace at its fentry call:
- * it sets the address ftrace returns to, so that the call goes on in the
- * new function.  The fast path is a load and a compare more than the least
- * any IPMODIFY handler does.  It may be preempted between reading the
- * target and using it; the task then has the old function's fentry return
- * address on its stack, which the stack check of every update that changes
- * this site refuses (kpatch_build_ranges()).
+ * The handler of every ftrace_ops site, called by ftrace at the fentry call
+ * @ip: it finds the site and sets the address ftrace returns to, so that
+ * the call goes on in the new function.  The fast path is a lookup, a load
+ * and a compare more than the least any IPMODIFY handler does.  A task
+ * preempted in ftrace's trampoline around it has the old function's
+ * fentry return address on its stack, which the stack check of every
+ * update that changes this site refuses (kpatch_build_ranges()).
+ *
+ * Preemption is off from the lookup to the last use of the site: a site
+ * leaves kpatch_sites before it is freed, and kpatch_sites_release() waits
+ * for such sections (kpatch_sync_preempt_off()) before it frees a site
+ * whose @ip may still reach this handler -- the rule of the guard's slow
+ * path too.  A call that finds no site, or a site with target 0, goes on
+ * in the old function: right for a site an update has not given an entry
+ * yet, and for one whose last entry has gone.
  *
  * It runs in any context and calls nothing traceable, so it cannot
- * recurse: the ftrace_ops leaves out FTRACE_OPS_FL_RECURSION.
+ * recurse: the ftrace_ops leave out FTRACE_OPS_FL_RECURSION.
  */
 static void notrace kpatch_ftrace_handler(unsigned long ip,
 					  unsigned long parent_ip,
 					  struct ftrace_ops *ops,
 					  struct ftrace_regs *fregs)
 {
-	struct kpatch_site *site = container_of(ops, struct kpatch_site, ops);
-	/* pairs with the SUCCESS of kpatch_update_cb(): see step 3 there */
-	unsigned long target = smp_load_acquire(&site->target);
+	struct kpatch_site *site;
+	unsigned long target;
 
-	if (likely(target > KPATCH_TARGET_SLOW)) {
+	preempt_disable_notrace();
+	site = kpatch_site_find(ip);
+	/* pairs with the SUCCESS of kpatch_update_cb(): see step 3 there */
+	target = site ? smp_load_acquire(&site->target) : 0;
+	if (likely(target > KPATCH_TARGET_SLOW))
 		kpatch_set_ip(fregs, target);
-		return;
-	}
-	if (target) {
-		target = kpatch_redirect_slow(site);
-		if (target)
-			kpatch_set_ip(fregs, target);
-	}
+	else if (target)
+		kpatch_ftrace_slow(site, fregs);
+	preempt_enable_notrace();
 }
+
+/*
+ * The ftrace_ops that kpatch's ftrace_ops sites share, but those that
+ * have their own (see struct kpatch_site).  Its filter holds the ip of
+ * each such site, and it is registered exactly while it has one: an
+ * ftrace_ops registered with an empty filter would hook every function.
+ * kpatch_fops_nr counts its sites; both change under kpatch_mutex.
+ */
+static struct ftrace_ops kpatch_fops = {
+	.func	= kpatch_ftrace_handler,
+	.flags	= KPATCH_FOPS_FLAGS,
+};
+
+static unsigned int kpatch_fops_nr;
 
 /*
  * The guard's slow path; @ret is the fentry call's return address.  A jmp
@@ -736,7 +783,8 @@ struct kpatch_seen {
  *  - the parts: the patches whose hooks run, in the order they run: those
  *    removed, newest first, then the one added; and their entries in the
  *    same order, those taken out before @first_add, those published after;
- *  - the sites of those entries, each once;
+ *  - the sites of those entries, each once, and room for what the
+ *    sites' ftrace updates take: sites to release and their ips;
  *  - the code no task may be in (kpatch_build_ranges()): sorted disjoint
  *    ranges, modules checked whole but for their own threads, new records
  *    of ways into modules;
@@ -749,8 +797,9 @@ struct kpatch_try {
 	unsigned int nr_parts;
 	struct kpatch_entry **touched;
 	unsigned int nr_touched, first_add;
-	struct kpatch_site **sites;
+	struct kpatch_site **sites, **gone;
 	unsigned int nr_sites;
+	unsigned long *ips;
 	struct kpatch_range *ranges;
 	unsigned int nr_ranges, max_ranges;
 	struct module **whole;
@@ -1364,77 +1413,32 @@ static __cold void kpatch_ftrace_gave_up(void)
 }
 
 /*
- * Make the site of entry @e: a jmp site if @jmp (its direct call on the
- * guard), else an ftrace_ops site (target 0).  Until the update gives it
- * a target, calls go on unchanged.  The site pins the module of its
- * function and kpatch (see struct kpatch_site).  A jmp site is in
- * kpatch_sites before its direct call can be made: the guard finds it
- * there.
+ * A new site for entry @e, hooking nothing yet: its target is 0, and
+ * calls go on unchanged until an update gives it one.  It is in
+ * kpatch_sites from the start, where the guard and the handler find it,
+ * and it pins the module of its function and kpatch (see struct
+ * kpatch_site).
  */
-static int kpatch_site_make(struct kpatch_entry *e, bool jmp)
+static struct kpatch_site *kpatch_site_new(struct kpatch_entry *e)
 {
 	struct kpatch_site *site = kzalloc(sizeof(*site), GFP_KERNEL);
-	int ret;
 
 	if (!site)
-		return -ENOMEM;
+		return NULL;
 	site->ip = e->ip;
 	site->mod = e->old_mod;
 	INIT_HLIST_HEAD(&site->entries);
-	ret = ftrace_set_filter_ip(&site->ops, site->ip, 0, 0);
-	if (ret)
-		goto out;
-	if (jmp) {
-		site->jmp = (unsigned long)kpatch_guard;
-		hash_add_rcu(kpatch_sites, &site->node, site->ip);
-		ret = kpatch_direct_set(&site->ops, site->jmp);
-		if (ret)
-			hash_del_rcu(&site->node);
-	} else {
-		site->ops.func = kpatch_ftrace_handler;
-		site->ops.flags = KPATCH_FOPS_FLAGS;
-		ret = register_ftrace_function(&site->ops);
-		if (!ret)
-			hash_add_rcu(kpatch_sites, &site->node, site->ip);
-	}
-	if (ret)
-		kpatch_ftrace_gave_up();
-out:
-	if (ret) {
-		ftrace_free_filter(&site->ops);
-		kfree(site);
-		return ret;
-	}
 	if (site->mod)
 		__module_get(site->mod);
 	__module_get(THIS_MODULE);
+	hash_add_rcu(kpatch_sites, &site->node, site->ip);
 	e->site = site;
-	return 0;
+	return site;
 }
 
-/*
- * Release @site, whose last entry has gone.  It leaves kpatch_sites first:
- * the guard finds no entry there either, and the unregistration then
- * waits until no CPU is in the guard's slow path (preemption off there)
- * and no task in a handler or trampoline.  This must not fail: the update
- * is done or undone.
- */
-static void kpatch_site_release(struct kpatch_site *site)
+/* Free @site: out of kpatch_sites, it hooks nothing and no call holds it. */
+static void kpatch_site_free(struct kpatch_site *site)
 {
-	int ret;
-
-	lockdep_assert_held(&kpatch_mutex);
-	if (WARN_ON_ONCE(!hlist_empty(&site->entries)))
-		return;
-	hash_del_rcu(&site->node);
-	ret = site->jmp ? kpatch_direct_clear(&site->ops, site->jmp) :
-			  unregister_ftrace_function(&site->ops);
-	if (ret) {
-		hash_add_rcu(kpatch_sites, &site->node, site->ip);
-		pr_warn("%pS keeps its ftrace hook (%d); harmless, it only costs a call of kpatch's\n",
-			(void *)site->ip, ret);
-		return;
-	}
 	ftrace_free_filter(&site->ops);
 	module_put(site->mod);
 	module_put(THIS_MODULE);
@@ -1442,15 +1446,136 @@ static void kpatch_site_release(struct kpatch_site *site)
 }
 
 /*
+ * Hook @site with a direct call of the guard (@jmp: a jmp site) or with
+ * an ftrace_ops of its own.  On failure it hooks nothing, and its @ops is
+ * as new, for another try.
+ */
+static int kpatch_site_hook(struct kpatch_site *site, bool jmp)
+{
+	int ret = ftrace_set_filter_ip(&site->ops, site->ip, 0, 0);
+
+	if (ret)
+		goto out;
+	if (jmp) {
+		site->jmp = (unsigned long)kpatch_guard;
+		ret = kpatch_direct_set(&site->ops, site->jmp);
+	} else {
+		site->ops.func = kpatch_ftrace_handler;
+		site->ops.flags = KPATCH_FOPS_FLAGS;
+		ret = register_ftrace_function(&site->ops);
+	}
+	if (ret)
+		kpatch_ftrace_gave_up();
+out:
+	if (ret) {
+		ftrace_free_filter(&site->ops);
+		memset(&site->ops, 0, sizeof(site->ops));
+		site->jmp = 0;
+		return ret;
+	}
+	site->via = jmp ? KPATCH_VIA_DIRECT : KPATCH_VIA_OPS;
+	return 0;
+}
+
+/*
+ * Take @n ips out of kpatch_fops's filter, in one ftrace update, or
+ * unregister kpatch_fops if they are its last: it is never left
+ * registered with an empty filter.  This must not fail; where ftrace
+ * does, the function keeps a hook that finds no site.
+ */
+static void kpatch_fops_del(unsigned long *ips, unsigned int n)
+{
+	bool last = n >= kpatch_fops_nr;
+	int ret;
+
+	ret = last ? unregister_ftrace_function(&kpatch_fops) :
+		     ftrace_set_filter_ips(&kpatch_fops, ips, n, 1, 0);
+	kpatch_fops_nr -= last ? kpatch_fops_nr : n;
+	if (ret && n == 1)
+		pr_warn("%pS keeps its ftrace hook (%d); harmless, it only costs a call of kpatch's\n",
+			(void *)ips[0], ret);
+	else if (ret)
+		pr_warn("%pS and %u other functions keep their ftrace hooks (%d); harmless, they only cost a call of kpatch's\n",
+			(void *)ips[0], n - 1, ret);
+}
+
+/*
+ * Is kpatch_fops alone on the fentry of @site: is it a call of
+ * kpatch_fops's trampoline?  Not if another ftrace user hooks the function
+ * too, a direct call say: adding an ip to a registered IPMODIFY ftrace_ops
+ * does not ask a direct call there to share the function, as registering
+ * one does.
+ */
+static bool kpatch_fops_alone(const struct kpatch_site *site)
+{
+	u8 insn[CALL_INSN_SIZE];
+	s32 rel;
+
+	if (copy_from_kernel_nofault(insn, (void *)site->ip, sizeof(insn)) ||
+	    insn[0] != CALL_INSN_OPCODE || !kpatch_fops.trampoline)
+		return false;
+	memcpy(&rel, insn + 1, sizeof(rel));
+	return site->ip + CALL_INSN_SIZE + rel == kpatch_fops.trampoline;
+}
+
+/*
+ * Put the new sites of @try that hook nothing yet on kpatch_fops, in one
+ * ftrace update: their ips into its filter, or, if it has no site, it
+ * registered with them.  Those where it is not alone then leave it again,
+ * for an ftrace_ops of their own.  Returns ftrace's error, and then no
+ * site is on kpatch_fops.
+ */
+static int kpatch_fops_add(struct kpatch_try *try)
+{
+	bool added = kpatch_fops.flags & FTRACE_OPS_FL_ENABLED;
+	struct kpatch_site *site;
+	unsigned int i, n = 0;
+	int ret;
+
+	for (i = try->first_add; i < try->nr_touched; i++)
+		if (try->touched[i]->site->via == KPATCH_VIA_NONE)
+			try->ips[n++] = try->touched[i]->ip;
+	if (!n)
+		return 0;
+	if (added) {
+		ret = ftrace_set_filter_ips(&kpatch_fops, try->ips, n, 0, 0);
+	} else {
+		/* reset: a failed removal may have left ips in the filter */
+		ret = ftrace_set_filter_ips(&kpatch_fops, try->ips, n, 0, 1) ?:
+		      register_ftrace_function(&kpatch_fops);
+		if (ret)
+			kpatch_ftrace_gave_up();
+	}
+	if (ret)
+		return ret;
+	kpatch_fops_nr += n;
+	for (i = try->first_add, n = 0; i < try->nr_touched; i++) {
+		site = try->touched[i]->site;
+		if (site->via != KPATCH_VIA_NONE)
+			continue;
+		if (!added || kpatch_fops_alone(site))
+			site->via = KPATCH_VIA_FOPS;
+		else
+			try->ips[n++] = site->ip;
+	}
+	if (n)
+		kpatch_fops_del(try->ips, n);
+	return 0;
+}
+
+/*
  * Give every entry @try adds a site: the site its function has, or a new
  * one -- a jmp site where ftrace allows it and kpatch_direct says so, else
  * (another direct call, a BPF trampoline say, owns the function) an
- * ftrace_ops site.  On failure, name the function ftrace refused and
- * return -EBUSY, -EINVAL or -ENOMEM; the caller releases what was made.
+ * ftrace_ops site: on kpatch_fops, or with an ftrace_ops of its own where
+ * another ftrace user hooks the function too, or where ftrace refused
+ * kpatch_fops with the whole batch, so that its error names the function.
+ * On failure, name that function and return -EBUSY, -EINVAL or -ENOMEM;
+ * the caller releases what was made.
  */
 static __cold int kpatch_sites_add(struct kpatch_try *try)
 {
-	struct kpatch_entry *e;
+	struct kpatch_entry *e = NULL;
 	unsigned int i;
 	int ret = 0;
 
@@ -1466,11 +1591,21 @@ static __cold int kpatch_sites_add(struct kpatch_try *try)
 		e->site = kpatch_site_find(e->ip);
 		if (e->site)
 			continue;
-		ret = -EOPNOTSUPP;
-		if (KPATCH_JMP && READ_ONCE(kpatch_direct))
-			ret = kpatch_site_make(e, true);
-		if (ret && ret != -ENOMEM)
-			ret = kpatch_site_make(e, false);
+		if (!kpatch_site_new(e))
+			ret = -ENOMEM;
+		else if (KPATCH_JMP && READ_ONCE(kpatch_direct) &&
+			 kpatch_site_hook(e->site, true) == -ENOMEM)
+			ret = -ENOMEM;
+	}
+	if (!ret) {
+		ret = kpatch_fops_add(try);
+		if (ret != -ENOMEM)
+			ret = 0;
+	}
+	for (i = try->first_add; i < try->nr_touched && !ret; i++) {
+		e = try->touched[i];
+		if (e->site->via == KPATCH_VIA_NONE)
+			ret = kpatch_site_hook(e->site, false);
 	}
 	if (ret == -ENOMEM)
 		pr_err("%s '%s' refused: out of memory for the ftrace sites\n",
@@ -1480,6 +1615,73 @@ static __cold int kpatch_sites_add(struct kpatch_try *try)
 		       try->req->verb, try->req->add->kpmod->name,
 		       (void *)e->old_addr, ret);
 	return ret == -ENOMEM || ret == -EBUSY || !ret ? ret : -EINVAL;
+}
+
+/* Release @site, on an ftrace_ops of its own or a direct call. */
+static void kpatch_site_release(struct kpatch_site *site)
+{
+	int ret;
+
+	hash_del_rcu(&site->node);
+	ret = site->jmp ? kpatch_direct_clear(&site->ops, site->jmp) :
+			  unregister_ftrace_function(&site->ops);
+	if (ret) {
+		hash_add_rcu(kpatch_sites, &site->node, site->ip);
+		pr_warn("%pS keeps its ftrace hook (%d); harmless, it only costs a call of kpatch's\n",
+			(void *)site->ip, ret);
+		return;
+	}
+	kpatch_site_free(site);
+}
+
+/*
+ * Release the sites @try->gone[0..@n), whose last entry has gone (or
+ * which never had one).  Each leaves kpatch_sites first, so that no call
+ * finds it any more.  A site with an ftrace_ops of its own or a direct
+ * call is then unhooked alone, and the unregistration waits until no CPU
+ * is in the handler or the guard's slow path (preemption off there) and
+ * no task in a trampoline.  Those on kpatch_fops leave its filter in one
+ * ftrace update, and a call that found one of them before may still be in
+ * kpatch_ftrace_handler(): the wait for it is the pair of the handler's
+ * preempt_disable_notrace(), kpatch_sync_preempt_off() here, unless
+ * kpatch_fops was unregistered, which waited.  That is all a site freed
+ * while kpatch_fops stays registered needs; no RCU-tasks grace period,
+ * which unregistering an ftrace_ops waits for because it frees the
+ * ftrace_ops and its trampoline: both stay.  A task preempted in the
+ * trampoline before the handler ran finds no site when it gets there and
+ * goes on in the old function, the version the update that took the
+ * site's last entry decided; one preempted after it has left with the
+ * site's target, 0 since that update's stop_machine().  This must not
+ * fail: the update is done or undone.
+ */
+static void kpatch_sites_release(struct kpatch_try *try, unsigned int n)
+{
+	struct kpatch_site *site;
+	unsigned int i, m = 0, k = 0;
+
+	lockdep_assert_held(&kpatch_mutex);
+	for (i = 0; i < n; i++) {
+		site = try->gone[i];
+		if (WARN_ON_ONCE(!hlist_empty(&site->entries)) ||
+		    site->via == KPATCH_VIA_OPS ||
+		    site->via == KPATCH_VIA_DIRECT) {
+			if (hlist_empty(&site->entries))
+				kpatch_site_release(site);
+			try->gone[i] = NULL;
+			continue;
+		}
+		hash_del_rcu(&site->node);
+		if (site->via == KPATCH_VIA_FOPS)
+			try->ips[m++] = site->ip;
+		k++;
+	}
+	if (m)
+		kpatch_fops_del(try->ips, m);
+	if (k && (kpatch_fops.flags & FTRACE_OPS_FL_ENABLED))
+		kpatch_sync_preempt_off();
+	for (i = 0; i < n; i++)
+		if (try->gone[i])
+			kpatch_site_free(try->gone[i]);
 }
 
 /* Compare two pointers. */
@@ -1553,14 +1755,14 @@ static void kpatch_sites_settle(struct kpatch_try *try)
 {
 	struct kpatch_site *site;
 	struct kpatch_entry *top;
+	unsigned int i, n = 0;
 	unsigned long jmp;
-	unsigned int i;
 
 	for (i = 0; i < try->nr_sites; i++) {
 		site = try->sites[i];
 		top = kpatch_top(site);
 		if (!top) {
-			kpatch_site_release(site);
+			try->gone[n++] = site;
 			continue;
 		}
 		jmp = top->new_addr & 1 ? (unsigned long)kpatch_guard :
@@ -1573,6 +1775,7 @@ static void kpatch_sites_settle(struct kpatch_try *try)
 		else
 			site->jmp = jmp;
 	}
+	kpatch_sites_release(try, n);
 }
 
 /* ------------------------------------------------------------------------
@@ -3160,7 +3363,9 @@ static __cold int kpatch_collect(struct kpatch_try *try)
 		n += try->parts[i]->nr;
 	try->touched = kmalloc_array(n ?: 1, sizeof(*try->touched),
 				     GFP_KERNEL);
-	if (!try->touched)
+	try->gone = kmalloc_array(n ?: 1, sizeof(*try->gone), GFP_KERNEL);
+	try->ips = kmalloc_array(n ?: 1, sizeof(*try->ips), GFP_KERNEL);
+	if (!try->touched || !try->gone || !try->ips)
 		return -ENOMEM;
 	for (i = 0; i < try->nr_parts; i++)
 		for (n = 0; n < try->parts[i]->nr; n++)
@@ -3174,6 +3379,8 @@ static __cold int kpatch_collect(struct kpatch_try *try)
 static void kpatch_uncollect(struct kpatch_try *try)
 {
 	kfree(try->sites);
+	kfree(try->ips);
+	kfree(try->gone);
 	kfree(try->touched);
 	kfree(try->parts);
 }
@@ -3242,14 +3449,15 @@ static int kpatch_run(struct kpatch_try *try)
 static void kpatch_sites_unmake(struct kpatch_try *try)
 {
 	struct kpatch_entry *e;
-	unsigned int i;
+	unsigned int i, n = 0;
 
 	for (i = try->first_add; i < try->nr_touched; i++) {
 		e = try->touched[i];
 		if (e->site && hlist_empty(&e->site->entries))
-			kpatch_site_release(e->site);
+			try->gone[n++] = e->site;
 		e->site = NULL;
 	}
+	kpatch_sites_release(try, n);
 }
 
 /*
@@ -4454,6 +4662,7 @@ static void __exit kpatch_exit(void)
 	 */
 	WARN_ON(!list_empty(&kpatch_patches));
 	WARN_ON(!hash_empty(kpatch_sites));
+	WARN_ON(kpatch_fops_nr);
 	WARN_ON(!list_empty(&kpatch_ways_in));
 
 	debugfs_remove_recursive(kpatch_debugfs_dir);
@@ -4469,6 +4678,7 @@ static void __exit kpatch_exit(void)
 	unregister_ftrace_function(&kpatch_anchor_ops);
 	ftrace_free_filter(&kpatch_anchor_ops);
 	ftrace_free_filter(&kpatch_probe_ops);
+	ftrace_free_filter(&kpatch_fops);
 	kfree(kpatch_check_text);
 }
 

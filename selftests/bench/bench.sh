@@ -329,7 +329,7 @@ report() {
 				yn(v["kpatch_ko_resident"] <= 36864),
 				grouped(v["kpatch_ko_module"]),
 				kib(v["kpatch_ko_resident"] + v["kpatch_ko_module"])
-			printf "Memory per patched function (MemFree while 1,000 are patched): %s bytes%s\n",
+			printf "Memory per patched function (Slab, VmallocUsed and Percpu of /proc/meminfo, while 1,000 are patched): %s bytes%s\n",
 				grouped(v["mem_f1000_kib"] * 1024 / 1000),
 				jmp ? sprintf(" on jmp sites, %s on ftrace_ops sites (direct=N)",
 					      grouped(v["mem_ops_f1000_kib"] * 1024 / 1000)) : ""

@@ -24,7 +24,7 @@
 # Environment:
 #   KPATCH_CACHE          cache dir (default /var/cache/kpatch-testbed)
 #   KPATCH_BENCH_FUNCS    generated functions (default 1000)
-#   KPATCH_BENCH_TIMEOUT  seconds per guest (default 900)
+#   KPATCH_BENCH_TIMEOUT  seconds per guest (default 2400)
 
 set -euo pipefail
 
@@ -34,7 +34,7 @@ TESTBED=$SRC/selftests/harness/testbed.sh
 CACHE=${KPATCH_CACHE:-/var/cache/kpatch-testbed}
 OUT=$CACHE/bench
 NFUNCS=${KPATCH_BENCH_FUNCS:-1000}
-TIMEOUT=${KPATCH_BENCH_TIMEOUT:-900}
+TIMEOUT=${KPATCH_BENCH_TIMEOUT:-2400}
 
 export LC_ALL=C DEBIAN_FRONTEND=noninteractive
 
@@ -220,7 +220,7 @@ report() {
 		NR > 1 { v[$2] = $3 }
 		function ipc(x) { return sprintf("%.1f", x / 1000) }
 		function grouped(x,	s) {
-			s = sprintf("%d", x)
+			s = sprintf("%.0f", x)
 			while (s ~ /[0-9][0-9][0-9][0-9]/)
 				sub(/[0-9][0-9][0-9]($|,)/, ",&", s)
 			return s
@@ -285,7 +285,7 @@ report() {
 				for (j = 1; j <= 3; j++) {
 					s = "_t" ts[i] "_f" fs[j]
 					w = v["window_kpatch" s]
-					printf "| %d | %d | %d | %s | %d | %d |\n", ts[i], fs[j],
+					printf "| %.0f | %.0f | %.0f | %s | %.0f | %.0f |\n", ts[i], fs[j],
 						w, pct(w, v["window_seed" s]),
 						v["register_kpatch" s], v["window_seed" s]
 				}
@@ -295,14 +295,14 @@ report() {
 			split("1 10 100 1000", rs, " ")
 			for (i = 1; i <= 4; i++) {
 				r = rs[i]; w = v["window_ran_r" r]
-				printf "| %d | %d | %d | %s | %d |\n", r, v["ran_r" r], w,
+				printf "| %.0f | %.0f | %.0f | %s | %.0f |\n", r, v["ran_r" r], w,
 					pct(w, v["window_seed_t4000_f100"]), v["register_ran_r" r]
 			}
 			print "\nApply and unpatch latency through the control file, idle guest (guest ns):\n"
 			print "| functions | apply: write() returns | patch seen active | unpatch: write() returns | old function seen again |"
 			print "|---:|---:|---:|---:|---:|"
 			for (f = 1; f <= 100; f *= 100)
-				printf "| %d | %d | %d | %d | %d |\n", f,
+				printf "| %.0f | %.0f | %.0f | %.0f | %.0f |\n", f,
 					v["apply_write_f" f], v["apply_active_f" f],
 					v["unpatch_write_f" f], v["unpatch_active_f" f]
 			print "\nThe ftrace calls that make, move and release sites, timed by kretprobes in a second run (calls / guest ns):\n"

@@ -24,7 +24,7 @@
 # Environment:
 #   KPATCH_CACHE          cache dir (default /var/cache/kpatch-testbed)
 #   KPATCH_BENCH_FUNCS    generated functions (default 1000)
-#   KPATCH_BENCH_TIMEOUT  seconds per guest (default 900)
+#   KPATCH_BENCH_TIMEOUT  seconds per guest (default 2400)
 
 set -euo pipefail
 
@@ -34,7 +34,7 @@ TESTBED=$SRC/selftests/harness/testbed.sh
 CACHE=${KPATCH_CACHE:-/var/cache/kpatch-testbed}
 OUT=$CACHE/bench
 NFUNCS=${KPATCH_BENCH_FUNCS:-1000}
-TIMEOUT=${KPATCH_BENCH_TIMEOUT:-900}
+TIMEOUT=${KPATCH_BENCH_TIMEOUT:-2400}
 
 export LC_ALL=C DEBIAN_FRONTEND=noninteractive
 
@@ -75,8 +75,9 @@ build() {
 	gcc -static -O2 -Wall -Werror -o "$dir/kpbench-apply" "$HERE/kpbench-apply.c"
 }
 
+# make_initramfs DIR KVER
 make_initramfs() {
-	local dir=$1 root=$1/initramfs
+	local dir=$1 kver=$2 root=$1/initramfs
 	rm -rf "$root"
 	mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,tmp,root,kpatch}
 	if ldd /bin/busybox >/dev/null 2>&1; then die "/bin/busybox is not static"; fi
@@ -87,6 +88,7 @@ make_initramfs() {
 	cp "$dir/kpatch/kpatch.ko" "$dir/bench/kpatch_bench.ko" \
 		"$dir/bench/kpatch_bench_lp.ko" "$root/kpatch/"
 	cp "$dir/kpbench-apply" "$root/bin/"
+	has_jmp "$kver" >"$root/kpatch/jmp"
 	(cd "$root" && find . -print0 | sort -z |
 		cpio --null -o -H newc --owner=0:0 --quiet) | gzip -6 >"$dir/initramfs.gz"
 }
@@ -149,48 +151,64 @@ model() {
 	log "wrote $OUT/cpu-model.csv"
 }
 
-# ko_parts KO: "code rodata dropped init", KO's allocated read-only
-# sections (what size(1) adds up as text) by what the module loader does
-# with them: executable code, kept while loaded; read-only data, kept
-# (strings, ORC unwind tables, ftrace's and alternatives' site lists);
-# the symbol versions (__versions, or __version_ext_crcs and _names) and
-# .modinfo, dropped at load (the loader clears their SHF_ALLOC); .init.*, freed when init returns.
-ko_parts() {
-	local name _t _a _o size _e flags code=0 rodata=0 dropped=0 init=0
-	while read -r name _t _a _o size _e flags _; do
-		[[ $flags == *A* && $flags != *W* ]] || continue
+# has_jmp KVER: 1 if KVER's ftrace makes direct calls jmps (7.x), where
+# kpatch makes jmp sites; else 0
+has_jmp() {
+	if grep -qx 'CONFIG_DYNAMIC_FTRACE_WITH_JMP=y' "$CACHE/kernels/$1/config"; then
+		echo 1
+	else
+		echo 0
+	fi
+}
+
+# ko_resident KO: "resident code rodata data bss module", bytes of KO's
+# allocated sections by what the module loader keeps while the module is
+# loaded: all of them but .init* (freed when init returns), .modinfo and
+# the symbol versions (__versions, or __version_ext_crcs and _names: the
+# loader clears their SHF_ALLOC) and .note*.  "module" is struct module,
+# the section .gnu.linkonce.this_module, which the loader keeps too: it is
+# in none of the others, nor in "resident".
+ko_resident() {
+	local name type _a _o size _e flags code=0 rodata=0 data=0 bss=0 module=0
+	while read -r name type _a _o size _e flags _; do
+		[[ $flags == *A* ]] || continue
 		size=$((16#$size))
 		case $name in
-		.init*) init=$((init + size)) ;;
-		__versions | __version_ext_* | .modinfo) dropped=$((dropped + size)) ;;
+		.init* | .modinfo | __versions | __version_ext_* | .note*) ;;
+		.gnu.linkonce.this_module) module=$((module + size)) ;;
 		*)
-			if [[ $flags == *X* ]]; then
+			if [[ $type == NOBITS ]]; then
+				bss=$((bss + size))
+			elif [[ $flags == *X* ]]; then
 				code=$((code + size))
+			elif [[ $flags == *W* ]]; then
+				data=$((data + size))
 			else
 				rodata=$((rodata + size))
 			fi
 			;;
 		esac
 	done < <(readelf -SW "$1" | sed -n 's/^ *\[ *[0-9]*\] //p')
-	echo "$code $rodata $dropped $init"
+	echo "$((code + rodata + data + bss)) $code $rodata $data $bss $module"
 }
 
-# results.log -> CSV "kernel,metric,value"; size(1) of kpatch.ko added
+# results.log -> CSV "kernel,metric,value"; kpatch.ko's sizes added
 to_csv() {
-	local kver=$1 dir=$2 text data bss code rodata dropped init
+	local kver=$1 dir=$2 text data bss resident code rodata kdata kbss module
 	read -r text data bss _ < <(size "$dir/kpatch/kpatch.ko" | tail -n 1)
-	read -r code rodata dropped init < <(ko_parts "$dir/kpatch/kpatch.ko")
-	((code + rodata + dropped + init == text)) ||
-		die "kpatch.ko: sections add up to $((code + rodata + dropped + init)), size(1) says text $text"
+	read -r resident code rodata kdata kbss module < <(ko_resident "$dir/kpatch/kpatch.ko")
 	{
 		echo "kernel,metric,value"
+		echo "$kver,jmp,$(has_jmp "$kver")"
 		echo "$kver,kpatch_ko_text,$text"
 		echo "$kver,kpatch_ko_data,$data"
 		echo "$kver,kpatch_ko_bss,$bss"
+		echo "$kver,kpatch_ko_resident,$resident"
 		echo "$kver,kpatch_ko_code,$code"
 		echo "$kver,kpatch_ko_rodata,$rodata"
-		echo "$kver,kpatch_ko_dropped,$dropped"
-		echo "$kver,kpatch_ko_init,$init"
+		echo "$kver,kpatch_ko_rwdata,$kdata"
+		echo "$kver,kpatch_ko_rwbss,$kbss"
+		echo "$kver,kpatch_ko_module,$module"
 		awk -v k="$kver" '$1 == "@@" && NF == 3 { print k "," $2 "," $3 }' \
 			"$dir/results.log"
 	} >"$OUT/$kver.csv"
@@ -202,41 +220,61 @@ report() {
 		NR > 1 { v[$2] = $3 }
 		function ipc(x) { return sprintf("%.1f", x / 1000) }
 		function grouped(x,	s) {
-			s = sprintf("%d", x)
+			s = sprintf("%.0f", x)
 			while (s ~ /[0-9][0-9][0-9][0-9]/)
 				sub(/[0-9][0-9][0-9]($|,)/, ",&", s)
 			return s
 		}
 		function pct(x, of) { return of > 0 ? sprintf("%.2f %%", 100 * x / of) : "-" }
+		function over(key) { return (v[key] - v["calls_unpatched"]) / 1000 }
 		function row(name, key) {
-			over = sprintf("%+.1f", (v[key] - v["calls_unpatched"]) / 1000)
-			if (key == "calls_unpatched")
-				over = "-"
-			printf "| %s | %s | %s |\n", name, ipc(v[key]), over
+			printf "| %s | %s | %s |\n", name, ipc(v[key]),
+				key == "calls_unpatched" ? "-" : sprintf("%+.1f", over(key))
+		}
+		function yn(c) { return c ? "yes" : "no" }
+		function kib(x) { return sprintf("%.1f KiB", x / 1024) }
+		# api(PREFIX, NAME): "calls / ns" of the ftrace call NAME
+		function api(p, n,	c) {
+			c = v[p "_" n "_calls"]
+			if (c == "" || c < 0)
+				return "-"
+			return c ? grouped(c) " / " grouped(v[p "_" n "_ns"]) : "0"
+		}
+		function apirow(name, p) {
+			printf "| %s | %s | %s | %s | %s | %s | %s |\n", name,
+				api(p, "set_filter_ip"), api(p, "reg_ops"),
+				api(p, "unreg_ops"), api(p, "reg_direct"),
+				api(p, "unreg_direct"), api(p, "modify_direct")
 		}
 		END {
+			jmp = v["jmp"] == 1
 			printf "### %s\n\n", kver
 			print "Per call of a tiny noinline function, 10^6 calls (instructions = ns under icount):\n"
 			print "| call | instructions/call | overhead |"
 			print "|---|---:|---:|"
 			row("unpatched", "calls_unpatched")
 			row("direct call of the new function", "calls_direct_new")
-			row("kpatch, direct call", "calls_kpatch")
-			row("kpatch, ftrace_ops fallback (direct=N)", "calls_kpatch_fallback")
+			if (jmp) {
+				row("kpatch, jmp site (direct=Y, the default)", "calls_kpatch")
+				row("kpatch, ftrace_ops site (direct=N)", "calls_kpatch_ops")
+				row("kpatch, guard (a jmp site while an update changes it, or whose new function is at an odd address)", "calls_kpatch_guard")
+			} else {
+				row("kpatch, ftrace_ops site (no jmp sites on this kernel)", "calls_kpatch")
+			}
 			row("bare ftrace_ops (IPMODIFY)", "calls_ftrace_ops")
 			row("livepatch", "calls_livepatch")
 			row("kpatch, 1,000 other functions patched", "calls_kpatch_1000")
-			base = v["calls_unpatched"]
-			direct = (v["calls_kpatch"] - base) / 1000
-			fallback = (v["calls_kpatch_fallback"] - base) / 1000
-			bare = (v["calls_ftrace_ops"] - base) / 1000
-			printf "\ndirect call: %+.1f instructions per call over unpatched\n", direct
+			bare = over("calls_ftrace_ops")
+			ops = over(jmp ? "calls_kpatch_ops" : "calls_kpatch")
+			print ""
+			if (jmp)
+				printf "jmp site: %+.1f instructions per call over unpatched; target <= +3: %s\n",
+					over("calls_kpatch"), yn(over("calls_kpatch") <= 3)
 			if (bare > 0) {
-				d = 100 * (fallback - bare) / bare
-				printf "fallback: %+.1f, %.1f %% %s bare ftrace_ops (%+.1f)\n",
-					fallback, d < 0 ? -d : d, d < 0 ? "below" : "above", bare
-			} else {
-				printf "fallback: %+.1f, bare ftrace_ops: %+.1f\n", fallback, bare
+				d = 100 * (ops - bare) / bare
+				printf "ftrace_ops site: %+.1f, %.1f %% %s bare ftrace_ops (%+.1f); target within 10 %%: %s\n",
+					ops, d < 0 ? -d : d, d < 0 ? "below" : "above",
+					bare, yn(d <= 10 && d >= -10)
 			}
 			print "\nstop_machine window (instructions in the callback) and whole kpatch_register(), vs the seed check:\n"
 			print "| tasks | functions | kpatch window | % of seed | kpatch register | seed window |"
@@ -247,7 +285,7 @@ report() {
 				for (j = 1; j <= 3; j++) {
 					s = "_t" ts[i] "_f" fs[j]
 					w = v["window_kpatch" s]
-					printf "| %d | %d | %d | %s | %d | %d |\n", ts[i], fs[j],
+					printf "| %.0f | %.0f | %.0f | %s | %.0f | %.0f |\n", ts[i], fs[j],
 						w, pct(w, v["window_seed" s]),
 						v["register_kpatch" s], v["window_seed" s]
 				}
@@ -257,34 +295,44 @@ report() {
 			split("1 10 100 1000", rs, " ")
 			for (i = 1; i <= 4; i++) {
 				r = rs[i]; w = v["window_ran_r" r]
-				printf "| %d | %d | %d | %s | %d |\n", r, v["ran_r" r], w,
+				printf "| %.0f | %.0f | %.0f | %s | %.0f |\n", r, v["ran_r" r], w,
 					pct(w, v["window_seed_t4000_f100"]), v["register_ran_r" r]
 			}
-			# Per function patched through a direct call, read off
-			# kpatch.c: struct kpatch_func (in the patch module), 2 pins
-			# (kpatch_prepare: 16 B), struct kpatch_site (64 B), and two
-			# struct ftrace_func_entry (32 B each): one in the filter of
-			# its group, one in the table of direct calls of ftrace.
-			print "\nFootprint (kpatch.ko: size(1) on the host; per function: see the README):\n"
-			print "| text | data | bss | sizeof(struct kpatch_func) | bytes held per patched function |"
+			print "\nApply and unpatch latency through the control file, idle guest (guest ns):\n"
+			print "| functions | apply: write() returns | patch seen active | unpatch: write() returns | old function seen again |"
 			print "|---:|---:|---:|---:|---:|"
-			printf "| %d | %d | %d | %d | %d |\n", v["kpatch_ko_text"],
-				v["kpatch_ko_data"], v["kpatch_ko_bss"], v["sizeof_kpatch_func"],
-				v["sizeof_kpatch_func"] + 16 + 64 + 2 * 32
-			text = v["kpatch_ko_text"]
-			ram = v["kpatch_ko_data"] + v["kpatch_ko_bss"]
-			printf "\nText by what the module loader does with it: code kept %s, read-only data kept %s (strings, ORC unwind tables, site lists), dropped at load %s (symbol versions, .modinfo), freed after init %s.\n",
-				grouped(v["kpatch_ko_code"]), grouped(v["kpatch_ko_rodata"]),
-				grouped(v["kpatch_ko_dropped"]), grouped(v["kpatch_ko_init"])
-			printf "\nTargets: text <= 20 KiB: %s (%s; code kept: %s); bss + data <= 16 KiB: %s (%s)\n",
-				text <= 20480 ? "yes" : "no", grouped(text),
-				grouped(v["kpatch_ko_code"]),
-				ram <= 16384 ? "yes" : "no", grouped(ram)
-			print "\nApply latency through the control file, idle guest (instructions = ns):\n"
-			print "| functions | write() returns | patch seen active |"
-			print "|---:|---:|---:|"
-			printf "| 1 | %d | %d |\n", v["apply_write_f1"], v["apply_active_f1"]
-			printf "| 100 | %d | %d |\n", v["apply_write_f100"], v["apply_active_f100"]
+			for (f = 1; f <= 100; f *= 100)
+				printf "| %.0f | %.0f | %.0f | %.0f | %.0f |\n", f,
+					v["apply_write_f" f], v["apply_active_f" f],
+					v["unpatch_write_f" f], v["unpatch_active_f" f]
+			print "\nThe ftrace calls that make, move and release sites, timed by kretprobes in a second run (calls / guest ns):\n"
+			print "| update | ftrace_set_filter_ip | register_ftrace_function | unregister_ftrace_function | register_ftrace_direct | unregister_ftrace_direct | modify_ftrace_direct |"
+			print "|---|---:|---:|---:|---:|---:|---:|"
+			apirow("apply, 1 function", "api_apply_f1")
+			apirow("unpatch, 1 function", "api_unpatch_f1")
+			apirow("apply, 100 functions", "api_apply_f100")
+			apirow("unpatch, 100 functions", "api_unpatch_f100")
+			apirow("kpatch_register(), 1,000 functions", "api_register_f1000")
+			apirow("kpatch_unregister(), 1,000 functions", "api_unregister_f1000")
+			c = v["api_apply_f100_modify_direct_calls"]
+			if (jmp && c > 0)
+				printf "\nSwitch cost (a jmp site onto the guard or back, one modify_ftrace_direct()): %s ns per site; in the apply of 100 functions %s of %s ns (%.0f %%).\n",
+					grouped(v["api_apply_f100_modify_direct_ns"] / c),
+					grouped(v["api_apply_f100_modify_direct_ns"]),
+					grouped(v["apply_write_f100"]),
+					100 * v["api_apply_f100_modify_direct_ns"] / v["apply_write_f100"]
+			print "\nFootprint:\n"
+			printf "kpatch.ko resident (allocated sections but .init*, .modinfo, symbol versions, .note* and struct module): %s (code %s, read-only data %s, data %s, bss %s); target <= 36 KiB: %s. With struct module (%s bytes, its section .gnu.linkonce.this_module): %s.\n",
+				kib(v["kpatch_ko_resident"]), grouped(v["kpatch_ko_code"]),
+				grouped(v["kpatch_ko_rodata"]), grouped(v["kpatch_ko_rwdata"]),
+				grouped(v["kpatch_ko_rwbss"]),
+				yn(v["kpatch_ko_resident"] <= 36864),
+				grouped(v["kpatch_ko_module"]),
+				kib(v["kpatch_ko_resident"] + v["kpatch_ko_module"])
+			printf "Memory per patched function (Slab, VmallocUsed and Percpu of /proc/meminfo, while 1,000 are patched): %s bytes%s\n",
+				grouped(v["mem_f1000_kib"] * 1024 / 1000),
+				jmp ? sprintf(" on jmp sites, %s on ftrace_ops sites (direct=N)",
+					      grouped(v["mem_ops_f1000_kib"] * 1024 / 1000)) : ""
 			print ""
 		}' "$OUT/$1.csv"
 }
@@ -361,7 +409,7 @@ main() {
 		dir=$OUT/$kver
 		mkdir -p "$dir"
 		build "$kver" "$dir"
-		make_initramfs "$dir"
+		make_initramfs "$dir" "$kver"
 		boot "$kver" "$dir"
 		to_csv "$kver" "$dir"
 		report "$kver"

@@ -28,6 +28,11 @@ CTL=/sys/kernel/debug/kpatch/control
 LP=/sys/kernel/livepatch/kpatch_bench_lp
 DIRECT=/sys/module/kpatch/parameters/direct
 EF=/sys/kernel/debug/tracing/enabled_functions
+# 1 where the kernel has ftrace's JMP direct calls (bench.sh reads its
+# config): kpatch makes jmp sites there
+JMP=$(cat $K/jmp)
+# what "bench api" prints, in kpatch_bench_api_names[]'s order
+API="set_filter_ip reg_ops unreg_ops reg_direct unreg_direct modify_direct"
 
 say() { echo "@@ $*"; }
 fail() { echo "@@ error $*"; }
@@ -47,6 +52,31 @@ bench() {
 path_is() {
 	grep -A1 '^kpatch_bench_old[ 	]' "$EF" | grep -qF -- "$1" ||
 		fail "$2: no '$1' for kpatch_bench_old in $EF: $(grep -A1 '^kpatch_bench_old[ 	]' "$EF")"
+}
+
+# ef_line WHAT: kpatch_bench_old's enabled_functions entry, to results.log
+ef_line() {
+	echo "# $1: $(grep -A1 '^kpatch_bench_old[ 	]' "$EF" | tr '\n\t' '  ')"
+}
+
+# say_api PREFIX: the ftrace calls that changed sites since the last one,
+# PREFIX_NAME_calls and PREFIX_NAME_ns for each NAME of $API
+say_api() {
+	p=$1
+	# shellcheck disable=SC2046
+	set -- $(bench api)
+	for n in $API; do
+		[ $# -ge 2 ] || { fail "bench api: '$*'"; return; }
+		say "${p}_${n}_calls" "$1"
+		say "${p}_${n}_ns" "$2"
+		shift 2
+	done
+}
+
+# mem_held: KiB of kernel memory in slabs, vmalloc and per-CPU areas (MemFree
+# misses what the page allocator's per-CPU lists hand out)
+mem_held() {
+	awk '$1 ~ /^(Slab|VmallocUsed|Percpu):$/ { k += $2 } END { print k }' /proc/meminfo
 }
 
 value_is() { [ "$(cat "$P/value")" = "$1" ] || fail "value is $(cat "$P/value"), not $1 ($2)"; }
@@ -88,21 +118,41 @@ value_is 2 unpatched
 say calls_unpatched "$(bench calls old)"
 say calls_direct_new "$(bench calls new)"
 
-# kpatch's two paths: the direct call (direct=Y, the default) and the
-# IPMODIFY ftrace_ops fallback (direct=N when the function's site is made)
+# kpatch's two kinds of site: with direct=Y (the default), a jmp site
+# where the kernel has JMP direct calls, else an ftrace_ops site; with
+# direct=N an ftrace_ops site everywhere
 bench kpatch 1 >/dev/null
 value_is 3 kpatch
-path_is 'direct-->kpatch_direct_tramp' "kpatch, direct=Y"
+ef_line "kpatch, direct=Y"
+if [ "$JMP" = 1 ]; then
+	path_is 'direct(jmp)-->kpatch_bench_new' "kpatch, direct=Y"
+else
+	path_is kpatch_ftrace_handler "kpatch, direct=Y"
+fi
 say calls_kpatch "$(bench calls old)"
 bench kpatch 0 >/dev/null
 
 echo N >"$DIRECT" || fail "echo N > $DIRECT"
 bench kpatch 1 >/dev/null
 echo Y >"$DIRECT" || fail "echo Y > $DIRECT"
-value_is 3 "kpatch fallback"
+value_is 3 "kpatch, direct=N"
+ef_line "kpatch, direct=N"
 path_is kpatch_ftrace_handler "kpatch, direct=N"
-say calls_kpatch_fallback "$(bench calls old)"
+say calls_kpatch_ops "$(bench calls old)"
 bench kpatch 0 >/dev/null
+
+# a new function at an odd address: a jmp site stays on kpatch's guard,
+# the path of every jmp site while an update changes it
+bench odd 1 >/dev/null
+value_is 3 "kpatch, odd new function"
+ef_line "kpatch, odd new function"
+if [ "$JMP" = 1 ]; then
+	path_is 'direct-->kpatch_guard' "kpatch, odd new function"
+else
+	path_is kpatch_ftrace_handler "kpatch, odd new function"
+fi
+say calls_kpatch_guard "$(bench calls old)"
+bench odd 0 >/dev/null
 
 bench ftrace 1 >/dev/null
 value_is 3 ftrace_ops
@@ -124,18 +174,65 @@ value_is 2 "after livepatch"
 
 bench pressure 1 >/dev/null
 value_is 3 pressure
+if [ "$JMP" = 1 ]; then
+	path_is 'direct(jmp)-->kpatch_bench_new' pressure
+else
+	path_is kpatch_ftrace_handler pressure
+fi
 say calls_kpatch_1000 "$(bench calls old)"
 bench pressure 0 >/dev/null
 
-# 4. apply latency through the control file
+# 4. apply and unpatch latency through the control file
 for f in 1 100; do
 	cmdline "apply$f" "$f" >/tmp/cmd
+	echo "unpatch apply$f" >/tmp/uncmd
 	# shellcheck disable=SC2046
 	set -- $(kpbench-apply "$CTL" /tmp/cmd "$P/value" 3 || echo -1 -1)
 	say apply_write_f$f "$1"
 	say apply_active_f$f "$2"
-	echo "unpatch apply$f" >"$CTL" || fail "unpatch apply$f"
+	# shellcheck disable=SC2046
+	set -- $(kpbench-apply "$CTL" /tmp/uncmd "$P/value" 2 || echo -1 -1)
+	say unpatch_write_f$f "$1"
+	say unpatch_active_f$f "$2"
 done
+
+# the same again, with kretprobes timing the ftrace calls that make,
+# move and release the sites (these latencies include the probes' cost)
+bench probes 1 >/dev/null
+sleep 1
+bench api >/dev/null
+for f in 1 100; do
+	cmdline "apply$f" "$f" >/tmp/cmd
+	echo "unpatch apply$f" >/tmp/uncmd
+	kpbench-apply "$CTL" /tmp/cmd "$P/value" 3 >/dev/null || fail "apply$f"
+	say_api api_apply_f$f
+	kpbench-apply "$CTL" /tmp/uncmd "$P/value" 2 >/dev/null || fail "unpatch apply$f"
+	say_api api_unpatch_f$f
+done
+bench hold 1000 >/dev/null
+say_api api_register_f1000
+bench hold 0 >/dev/null
+say_api api_unregister_f1000
+bench probes 0 >/dev/null
+
+# memory per patched function: mem_held before and while 1,000 are patched
+# (with direct=Y, and where that makes jmp sites, with direct=N too)
+sleep 1
+m=$(mem_held)
+bench hold 1000 >/dev/null
+sleep 1
+say mem_f1000_kib $(($(mem_held) - m))
+bench hold 0 >/dev/null
+if [ "$JMP" = 1 ]; then
+	echo N >"$DIRECT" || fail "echo N > $DIRECT"
+	sleep 1
+	m=$(mem_held)
+	bench hold 1000 >/dev/null
+	sleep 1
+	say mem_ops_f1000_kib $(($(mem_held) - m))
+	bench hold 0 >/dev/null
+	echo Y >"$DIRECT" || fail "echo Y > $DIRECT"
+fi
 
 # 2. stop_machine window, kpatch and the seed's check
 for t in 100 1000 4000; do

@@ -15,7 +15,12 @@
  *                   The overhead of a redirect is its row minus the
  *                   unpatched row.
  *   kpatch 1|0      redirect kpatch_bench_old with kpatch_register()
- *   pressure 1|0    the same, in one patch with every generated function
+ *   odd 1|0         the same, to kpatch_bench_odd(), a new function at an
+ *                   odd address: on kernels with jmp sites kpatch keeps
+ *                   such a site on its guard (the path of every jmp site
+ *                   while an update changes it)
+ *   pressure 1|0    the same as kpatch, in one patch with every generated
+ *                   function
  *   ftrace 1|0      redirect it with a bare IPMODIFY ftrace_ops (below)
  *   tasks N         keep N kthreads sleeping in schedule()
  *   ran R           make the next windows wake the first R of those
@@ -31,6 +36,11 @@
  *                   address against every function, then the whole hash)
  *                   under stop_machine(); prints the ns it took
  *   hold F          kpatch_register() F generated functions (0: unregister)
+ *   probes 1|0      time the ftrace calls that make, move and release
+ *                   kpatch's sites, with kretprobes (see kpatch_bench_api)
+ *   api             prints "CALLS NS" for each of those functions, in the
+ *                   order of kpatch_bench_api_names[] (-1 -1 for one not
+ *                   probed), since the last "api"; then starts again at 0
  *   info            prints "sizeof(struct kpatch_func) nr_generated_funcs"
  *
  * Reading .../parameters/value calls kpatch_bench_old(1): 2 unpatched, 3
@@ -53,6 +63,8 @@
 #include <linux/slab.h>
 #include <linux/stop_machine.h>
 #include <linux/timekeeping.h>
+#include <asm/ibt.h>
+#include <asm/linkage.h>
 #include <asm/unwind.h>
 
 #include "kpatch.h"
@@ -62,7 +74,7 @@ static unsigned long loops = 1000000;
 module_param(loops, ulong, 0644);
 MODULE_PARM_DESC(loops, "calls per 'calls' measurement (default 1000000)");
 
-static char result[64];
+static char result[256];
 module_param_string(result, result, sizeof(result), 0444);
 MODULE_PARM_DESC(result, "answer of the last command");
 
@@ -78,6 +90,25 @@ noinline int kpatch_bench_new(int x)
 	barrier();
 	return x + 2;
 }
+
+/*
+ * kpatch_bench_odd() returns x + 2, like kpatch_bench_new(), but starts at
+ * an odd address, as an asm function without alignment may: ftrace takes
+ * bit 0 of a direct address to mean "jmp", so kpatch cannot make a jmp to
+ * it and leaves the site on its guard.
+ */
+int kpatch_bench_odd(int x);
+
+asm(".pushsection .text, \"ax\", @progbits\n"
+"	.balign	16\n"
+"	.skip	1, 0xcc\n"
+"	.type	kpatch_bench_odd, @function\n"
+"kpatch_bench_odd:\n"
+	ASM_ENDBR
+"	leal	2(%rdi), %eax\n"
+	ASM_RET
+"	.size	kpatch_bench_odd, . - kpatch_bench_odd\n"
+"	.popsection\n");
 
 /* ---- calls: the measuring loop ---- */
 
@@ -161,8 +192,11 @@ static struct kpatch_module kpatch_bench_kpmod = {
 	.mod = THIS_MODULE,
 };
 
-/* Fill in the patch: optionally kpatch_bench_old, then @nr generated. */
-static int kpatch_bench_fill(bool main, unsigned int nr)
+/*
+ * Fill in the patch: optionally kpatch_bench_old (to kpatch_bench_odd()
+ * with @odd, else to kpatch_bench_new()), then @nr generated.
+ */
+static int kpatch_bench_fill(bool main, bool odd, unsigned int nr)
 {
 	struct kpatch_func *f = kpatch_bench_funcs;
 	unsigned int i;
@@ -174,7 +208,8 @@ static int kpatch_bench_fill(bool main, unsigned int nr)
 	memset(f, 0, (kpatch_bench_nr_pairs + 1) * sizeof(*f));
 	if (main) {
 		f->old_addr = (unsigned long)kpatch_bench_old;
-		f->new_addr = (unsigned long)kpatch_bench_new;
+		f->new_addr = odd ? (unsigned long)kpatch_bench_odd :
+				    (unsigned long)kpatch_bench_new;
 		f++;
 	}
 	for (i = 0; i < nr; i++, f++) {
@@ -186,14 +221,14 @@ static int kpatch_bench_fill(bool main, unsigned int nr)
 	return 0;
 }
 
-static int kpatch_bench_patch(bool on, bool main, unsigned int nr)
+static int kpatch_bench_patch(bool on, bool main, bool odd, unsigned int nr)
 {
 	int ret;
 
 	if (!on)
 		return kpatch_bench_kpmod.enabled ?
 		       kpatch_unregister(&kpatch_bench_kpmod) : 0;
-	ret = kpatch_bench_fill(main, nr);
+	ret = kpatch_bench_fill(main, odd, nr);
 	return ret ? ret : kpatch_register(&kpatch_bench_kpmod, false);
 }
 
@@ -233,7 +268,7 @@ static int kpatch_bench_window(unsigned int nr)
 	unsigned int ran;
 	int ret;
 
-	ret = kpatch_bench_fill(false, nr);
+	ret = kpatch_bench_fill(false, false, nr);
 	if (ret)
 		return ret;
 	kpatch_bench_cb_ns = 0;
@@ -358,23 +393,38 @@ out:
 	return 0;
 }
 
+/* The size of the function at @addr, from "name+0x0/0x1c [mod]"; or 0. */
+static unsigned long kpatch_bench_size(unsigned long addr)
+{
+	char buf[KSYM_SYMBOL_LEN], *p;
+	unsigned long size;
+
+	sprint_symbol(buf, addr);
+	p = strchr(buf, '/');
+	if (!p)
+		return 0;
+	p[strcspn(p, " ")] = '\0';
+	return kstrtoul(p + 1, 16, &size) ? 0 : size;
+}
+
 static int kpatch_bench_seed(unsigned int nr)
 {
 	struct kpatch_bench_seed s = { .funcs = kpatch_bench_funcs, .nr = nr };
+	struct kpatch_func *f;
+	unsigned int i;
 	int ret;
 
-	ret = kpatch_bench_fill(false, nr);
+	ret = kpatch_bench_fill(false, false, nr);
 	if (ret)
 		return ret;
-	/*
-	 * The seed had the sizes from the patch module; let kpatch look them
-	 * up in kallsyms (a register/unregister round trip fills them in).
-	 */
-	ret = kpatch_register(&kpatch_bench_kpmod, false);
-	if (!ret)
-		ret = kpatch_unregister(&kpatch_bench_kpmod);
-	if (ret)
-		return ret;
+	/* The seed had the sizes from the patch module. */
+	for (i = 0; i < nr; i++) {
+		f = &kpatch_bench_funcs[i];
+		f->old_size = kpatch_bench_size(f->old_addr);
+		f->new_size = kpatch_bench_size(f->new_addr);
+		if (!f->old_size || !f->new_size)
+			return -ENOENT;
+	}
 	ret = stop_machine(kpatch_bench_seed_cb, &s, NULL);
 	if (ret)
 		return ret;
@@ -510,6 +560,106 @@ static unsigned int kpatch_bench_ran_count(void)
 	return n;
 }
 
+/*
+ * ---- probes: what the ftrace calls that change kpatch's sites cost ----
+ *
+ * A kretprobe on each, counting its calls and the ns they took.  A call
+ * made inside another of them (unregister_ftrace_direct() and
+ * modify_ftrace_direct() call unregister_ftrace_function()) is part of the
+ * outer one's time, not counted on its own.  kpatch holds its mutex around
+ * them, so they do not overlap otherwise.
+ */
+static const char * const kpatch_bench_api_names[] = {
+	"ftrace_set_filter_ip",
+	"register_ftrace_function",
+	"unregister_ftrace_function",
+	"register_ftrace_direct",
+	"unregister_ftrace_direct",
+	"modify_ftrace_direct",
+};
+
+#define KPATCH_BENCH_NR_API	ARRAY_SIZE(kpatch_bench_api_names)
+
+struct kpatch_bench_api {
+	struct kretprobe krp;
+	bool on;
+	unsigned long calls;
+	u64 ns;
+};
+
+static struct kpatch_bench_api kpatch_bench_api[KPATCH_BENCH_NR_API];
+static int kpatch_bench_api_depth;	/* probed calls in progress */
+
+static int kpatch_bench_api_entry(struct kretprobe_instance *ri,
+				  struct pt_regs *regs)
+{
+	/* 0: inside another, not counted */
+	*(u64 *)ri->data = kpatch_bench_api_depth++ ? 0 : ktime_get_ns();
+	return 0;
+}
+
+static int kpatch_bench_api_ret(struct kretprobe_instance *ri,
+				struct pt_regs *regs)
+{
+	struct kpatch_bench_api *api = container_of(get_kretprobe(ri),
+						    struct kpatch_bench_api, krp);
+	u64 t0 = *(u64 *)ri->data;
+
+	kpatch_bench_api_depth--;
+	if (t0) {
+		api->calls++;
+		api->ns += ktime_get_ns() - t0;
+	}
+	return 0;
+}
+
+static int kpatch_bench_probes(bool on)
+{
+	struct kpatch_bench_api *api;
+	unsigned int i;
+
+	for (i = 0; i < KPATCH_BENCH_NR_API; i++) {
+		api = &kpatch_bench_api[i];
+		if (on && !api->on) {
+			memset(&api->krp, 0, sizeof(api->krp));
+			api->krp.kp.symbol_name = kpatch_bench_api_names[i];
+			api->krp.entry_handler = kpatch_bench_api_entry;
+			api->krp.handler = kpatch_bench_api_ret;
+			api->krp.data_size = sizeof(u64);
+			api->krp.maxactive = 4;
+			/* not every kernel has every one */
+			api->on = !register_kretprobe(&api->krp);
+		} else if (!on && api->on) {
+			unregister_kretprobe(&api->krp);
+			api->on = false;
+		}
+		api->calls = 0;
+		api->ns = 0;
+	}
+	kpatch_bench_api_depth = 0;
+	return 0;
+}
+
+static void kpatch_bench_api_print(void)
+{
+	struct kpatch_bench_api *api;
+	size_t len = 0;
+	unsigned int i;
+
+	for (i = 0; i < KPATCH_BENCH_NR_API; i++) {
+		api = &kpatch_bench_api[i];
+		if (api->on)
+			len += scnprintf(result + len, sizeof(result) - len,
+					 "%s%lu %llu", i ? " " : "",
+					 api->calls, api->ns);
+		else
+			len += scnprintf(result + len, sizeof(result) - len,
+					 "%s-1 -1", i ? " " : "");
+		api->calls = 0;
+		api->ns = 0;
+	}
+}
+
 /* ---- the command parameter ---- */
 
 static DEFINE_MUTEX(kpatch_bench_mutex);
@@ -524,11 +674,19 @@ static int kpatch_bench_run(const char *verb, unsigned int arg)
 	}
 	snprintf(result, sizeof(result), "ok");
 	if (!strcmp(verb, "kpatch"))
-		return kpatch_bench_patch(arg, true, 0);
+		return kpatch_bench_patch(arg, true, false, 0);
+	if (!strcmp(verb, "odd"))
+		return kpatch_bench_patch(arg, true, true, 0);
 	if (!strcmp(verb, "pressure"))
-		return kpatch_bench_patch(arg, true, kpatch_bench_nr_pairs);
+		return kpatch_bench_patch(arg, true, false, kpatch_bench_nr_pairs);
 	if (!strcmp(verb, "hold"))
-		return kpatch_bench_patch(arg, false, arg);
+		return kpatch_bench_patch(arg, false, false, arg);
+	if (!strcmp(verb, "probes"))
+		return kpatch_bench_probes(arg);
+	if (!strcmp(verb, "api")) {
+		kpatch_bench_api_print();
+		return 0;
+	}
 	if (!strcmp(verb, "ftrace"))
 		return kpatch_bench_ftrace(arg);
 	if (!strcmp(verb, "tasks"))
@@ -557,7 +715,8 @@ static int kpatch_bench_cmd_set(const char *val, const struct kernel_param *kp)
 		return -EINVAL;
 	if (!strcmp(verb, "calls"))
 		arg = !strcmp(what, "new");
-	else if (strcmp(verb, "info") && kstrtouint(what, 10, &arg))
+	else if (strcmp(verb, "info") && strcmp(verb, "api") &&
+		 kstrtouint(what, 10, &arg))
 		return -EINVAL;
 
 	mutex_lock(&kpatch_bench_mutex);
@@ -612,6 +771,7 @@ static void __exit kpatch_bench_exit(void)
 {
 	if (kpatch_bench_krp_on)
 		unregister_kretprobe(&kpatch_bench_krp);
+	kpatch_bench_probes(false);
 	kpatch_bench_ftrace(false);
 	kpatch_bench_ran(0);
 	kpatch_bench_tasks(0);

@@ -18,6 +18,9 @@
 #   for a BPF trampoline), which kpatch falls back to without a word.
 #   The other user's trampoline keeps running in front of the patched
 #   function, whether it came before kpatch or after.
+# - The ftrace_ops sites share one ftrace_ops: a second site makes no
+#   ftrace trampoline of its own (/proc/kallsyms counts them), and the
+#   shared one goes with the last site.
 # - A site keeps its kind while it has entries, whatever direct says
 #   meanwhile; a new site takes the kind direct says when it is made.
 # - While kpatch's jmp site owns a function, another direct call on it is
@@ -287,6 +290,48 @@ kpatch: patch 'f1' enabled (2 functions)
 kpatch: patch 'f2' enabled (1 function)
 kpatch: patch 'f2' removed
 kpatch: patch 'f1' removed
+EOF
+check_no_splat
+
+# trampolines: how many trampolines ftrace has made for ftrace_ops (each
+# is a "ftrace_trampoline [__builtin__ftrace]" line of /proc/kallsyms)
+trampolines() {
+	grep -c '[[:space:]]ftrace_trampoline[[:space:]]*\[__builtin__ftrace\]' \
+		/proc/kallsyms
+}
+
+start_test "ftrace_ops sites share one ftrace_ops, and its trampoline"
+log_mark
+check "set direct=N" set_direct N
+tramps=$(trampolines)
+diag "ftrace trampolines before: $tramps"
+expect_ok patch sh1 "$a" "$a1"
+check_eq "sh1: one trampoline more" "$((tramps + 1))" "$(trampolines)"
+expect_ok patch sh2 "$b" "$b1"
+check_eq "sh1, sh2: a runs _v1, b runs _v1" "a=11 b=21" "$(target_values)"
+show_sites
+check_own_ops kpatch_test_value_a
+check_own_ops kpatch_test_value_b
+check_eq "sh2 made no trampoline: b's site shares a's ftrace_ops" \
+	"$((tramps + 1))" "$(trampolines)"
+expect_ok unpatch sh1
+check_eq "sh1 gone: a restored, b still _v1" "a=1 b=21" "$(target_values)"
+check "kpatch_test_value_a is gone from enabled_functions" \
+	wait_until gone kpatch_test_value_a
+check_own_ops kpatch_test_value_b
+check_eq "the shared trampoline stays for b" "$((tramps + 1))" \
+	"$(trampolines)"
+expect_ok unpatch sh2
+check_eq "both restored" "a=1 b=2" "$(target_values)"
+check "kpatch_test_value_b is gone from enabled_functions" \
+	wait_until gone kpatch_test_value_b
+check_eq "the trampoline went with the last site" "$tramps" "$(trampolines)"
+check "set direct=Y" set_direct Y
+check_log "the log has the patches enabled and removed, nothing else" <<EOF
+kpatch: patch 'sh1' enabled (1 function)
+kpatch: patch 'sh2' enabled (1 function)
+kpatch: patch 'sh1' removed
+kpatch: patch 'sh2' removed
 EOF
 check_no_splat
 

@@ -1519,20 +1519,21 @@ static bool kpatch_fops_alone(const struct kpatch_site *site)
 }
 
 /*
- * Put the new sites of @try that hook nothing yet on kpatch_fops, in one
- * ftrace update: their ips into its filter, or, if it has no site, it
- * registered with them.  Those where it is not alone then leave it again,
- * for an ftrace_ops of their own.  Returns ftrace's error, and then no
- * site is on kpatch_fops.
+ * Put the sites of @try's entries @from to @to that hook nothing yet on
+ * kpatch_fops, in one ftrace update: their ips into its filter, or, if it
+ * has no site, it registered with them.  Those where it is not alone then
+ * leave it again, for an ftrace_ops of their own.  Returns ftrace's error,
+ * and then none of them is on kpatch_fops.
  */
-static int kpatch_fops_add(struct kpatch_try *try)
+static int kpatch_fops_add(struct kpatch_try *try, unsigned int from,
+			   unsigned int to)
 {
 	bool added = kpatch_fops.flags & FTRACE_OPS_FL_ENABLED;
 	struct kpatch_site *site;
 	unsigned int i, n = 0;
 	int ret;
 
-	for (i = try->first_add; i < try->nr_touched; i++)
+	for (i = from; i < to; i++)
 		if (try->touched[i]->site->via == KPATCH_VIA_NONE)
 			try->ips[n++] = try->touched[i]->ip;
 	if (!n)
@@ -1549,7 +1550,7 @@ static int kpatch_fops_add(struct kpatch_try *try)
 	if (ret)
 		return ret;
 	kpatch_fops_nr += n;
-	for (i = try->first_add, n = 0; i < try->nr_touched; i++) {
+	for (i = from, n = 0; i < to; i++) {
 		site = try->touched[i]->site;
 		if (site->via != KPATCH_VIA_NONE)
 			continue;
@@ -1597,11 +1598,17 @@ static __cold int kpatch_sites_add(struct kpatch_try *try)
 			 kpatch_site_hook(e->site, true) == -ENOMEM)
 			ret = -ENOMEM;
 	}
-	if (!ret) {
-		ret = kpatch_fops_add(try);
-		if (ret != -ENOMEM)
-			ret = 0;
-	}
+	/*
+	 * All at once; if ftrace refuses that, one at a time, and each it
+	 * refuses then tries an ftrace_ops of its own, which names it.
+	 */
+	ret = ret ?: kpatch_fops_add(try, try->first_add, try->nr_touched);
+	for (i = try->first_add; i < try->nr_touched && ret && ret != -ENOMEM;
+	     i++)
+		if (kpatch_fops_add(try, i, i + 1) == -ENOMEM)
+			ret = -ENOMEM;
+	if (ret != -ENOMEM)
+		ret = 0;
 	for (i = try->first_add; i < try->nr_touched && !ret; i++) {
 		e = try->touched[i];
 		if (e->site->via == KPATCH_VIA_NONE)

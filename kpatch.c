@@ -1480,16 +1480,20 @@ out:
 /*
  * Take @n ips out of kpatch_fops's filter, in one ftrace update, or
  * unregister kpatch_fops if they are its last: it is never left
- * registered with an empty filter.  This must not fail; where ftrace
- * does, the function keeps a hook that finds no site.
+ * registered with an empty filter.  This must not fail.  A new filter
+ * takes ftrace an allocation, so one that fails is tried again a few
+ * times; where ftrace still fails, the functions keep a hook that finds
+ * no site.
  */
 static void kpatch_fops_del(unsigned long *ips, unsigned int n)
 {
 	bool last = n >= kpatch_fops_nr;
-	int ret;
+	int ret, tries = 5;
 
-	ret = last ? unregister_ftrace_function(&kpatch_fops) :
-		     ftrace_set_filter_ips(&kpatch_fops, ips, n, 1, 0);
+	do {
+		ret = last ? unregister_ftrace_function(&kpatch_fops) :
+			     ftrace_set_filter_ips(&kpatch_fops, ips, n, 1, 0);
+	} while (ret == -ENOMEM && --tries);
 	kpatch_fops_nr -= last ? kpatch_fops_nr : n;
 	if (ret && n == 1)
 		pr_warn("%pS keeps its ftrace hook (%d); harmless, it only costs a call of kpatch's\n",

@@ -396,16 +396,17 @@ static LIST_HEAD(kpatch_patches);
  * leaves it no entry.  Calls leave it one of two ways:
  *
  *  - an ftrace_ops site: an IPMODIFY ftrace_ops whose handler finds the
- *    site by its @ip and sets the address ftrace returns to from the
+ *    site and sets the address ftrace returns to from the
  *    site's @target, which the fast path reads without a lock: above
  *    KPATCH_TARGET_SLOW the new function to run; 0 none, the old function
  *    runs; KPATCH_TARGET_SLOW an update is changing the site, and the call
  *    takes the state machine.  Targets are written only by the
  *    stop_machine() callback, and when a site is made.  The ftrace_ops is
- *    kpatch_fops, which all such sites share (one ftrace update for all
- *    the sites an update makes or releases), or, for a function that
- *    another ftrace user also hooks, @ops, the site's own: registering it
- *    lets ftrace ask a direct call there to share the function;
+ *    @ops, the site's own, whose handler needs no lookup (a few sites
+ *    made by one update, and a function that another ftrace user also
+ *    hooks: registering it lets ftrace ask a direct call there to share
+ *    the function), or kpatch_fops, which the sites of an update that
+ *    makes many share (one ftrace update for all of them);
  *  - a jmp site (@jmp set, where ftrace makes direct calls jmps): its
  *    fentry is a direct call of @jmp.  While no update touches the site,
  *    @jmp is the newest new function, as a jmp (kpatch_jmp_to()): calls go
@@ -440,6 +441,11 @@ struct kpatch_site {
 	struct ftrace_ops ops;		/* filter: @ip; unused on kpatch_fops */
 };
 
+/*
+ * An update that makes more new sites than this puts them on kpatch_fops
+ * (kpatch_sites_add()).
+ */
+#define KPATCH_OWN_SITES	4
 #define KPATCH_SITE_BITS	10
 static DEFINE_HASHTABLE(kpatch_sites, KPATCH_SITE_BITS);
 
@@ -588,7 +594,7 @@ static noinline void notrace kpatch_ftrace_slow(struct kpatch_site *site,
 }
 
 /*
- * The handler of every ftrace_ops site, called by ftrace at the fentry call
+ * The handler of kpatch_fops (below), called by ftrace at the fentry call
  * @ip: it finds the site and sets the address ftrace returns to, so that
  * the call goes on in the new function.  The fast path is a lookup, a load
  * and a compare more than the least any IPMODIFY handler does.  A task
@@ -607,10 +613,10 @@ static noinline void notrace kpatch_ftrace_slow(struct kpatch_site *site,
  * It runs in any context and calls nothing traceable, so it cannot
  * recurse: the ftrace_ops leave out FTRACE_OPS_FL_RECURSION.
  */
-static void notrace kpatch_ftrace_handler(unsigned long ip,
-					  unsigned long parent_ip,
-					  struct ftrace_ops *ops,
-					  struct ftrace_regs *fregs)
+static void notrace kpatch_fops_handler(unsigned long ip,
+				       unsigned long parent_ip,
+				       struct ftrace_ops *ops,
+				       struct ftrace_regs *fregs)
 {
 	struct kpatch_site *site;
 	unsigned long target;
@@ -627,6 +633,29 @@ static void notrace kpatch_ftrace_handler(unsigned long ip,
 }
 
 /*
+ * The handler of a site with an ftrace_ops of its own: the site is the
+ * ftrace_ops's container, so the fast path is a load and a compare more
+ * than the least any IPMODIFY handler does.  The site outlives every call
+ * in here: it is freed only after unregister_ftrace_function() of its
+ * ftrace_ops has returned, which waits until no CPU is in the handler (an
+ * ftrace_ops not in kpatch's data is dynamic to ftrace).
+ */
+static void notrace kpatch_ftrace_handler(unsigned long ip,
+					  unsigned long parent_ip,
+					  struct ftrace_ops *ops,
+					  struct ftrace_regs *fregs)
+{
+	struct kpatch_site *site = container_of(ops, struct kpatch_site, ops);
+	/* pairs with the SUCCESS of kpatch_update_cb(): see step 3 there */
+	unsigned long target = smp_load_acquire(&site->target);
+
+	if (likely(target > KPATCH_TARGET_SLOW))
+		kpatch_set_ip(fregs, target);
+	else if (target)
+		kpatch_ftrace_slow(site, fregs);
+}
+
+/*
  * The ftrace_ops that kpatch's ftrace_ops sites share, but those that
  * have their own (see struct kpatch_site).  Its filter holds the ip of
  * each such site, and it is registered exactly while it has one: an
@@ -634,7 +663,7 @@ static void notrace kpatch_ftrace_handler(unsigned long ip,
  * kpatch_fops_nr counts its sites; both change under kpatch_mutex.
  */
 static struct ftrace_ops kpatch_fops = {
-	.func	= kpatch_ftrace_handler,
+	.func	= kpatch_fops_handler,
 	.flags	= KPATCH_FOPS_FLAGS,
 };
 
@@ -1570,18 +1599,22 @@ static int kpatch_fops_add(struct kpatch_try *try, unsigned int from,
 
 /*
  * Give every entry @try adds a site: the site its function has, or a new
- * one -- a jmp site where ftrace allows it and kpatch_direct says so, else
- * (another direct call, a BPF trampoline say, owns the function) an
- * ftrace_ops site: on kpatch_fops, or with an ftrace_ops of its own where
- * another ftrace user hooks the function too, or where ftrace refused
- * kpatch_fops with the whole batch, so that its error names the function.
- * On failure, name that function and return -EBUSY, -EINVAL or -ENOMEM;
- * the caller releases what was made.
+ * one.  An update that makes at most KPATCH_OWN_SITES new sites hooks each
+ * alone -- a jmp site where ftrace allows it and kpatch_direct says so,
+ * else an ftrace_ops of its own -- so that a call costs no lookup; each
+ * costs one ftrace update, and releasing an ftrace_ops waits for RCU-tasks
+ * grace periods.  An update that makes more puts them all on kpatch_fops
+ * in one ftrace update, and each call of them pays kpatch_site_find().  A
+ * function that another ftrace user also hooks, or that ftrace refuses
+ * kpatch_fops with the whole batch, gets an ftrace_ops of its own, so
+ * that ftrace's error names it.  On failure, name that function and return
+ * -EBUSY, -EINVAL or -ENOMEM; the caller releases what was made.
  */
 static __cold int kpatch_sites_add(struct kpatch_try *try)
 {
 	struct kpatch_entry *e = NULL;
-	unsigned int i;
+	unsigned int i, made = 0;
+	bool own;
 	int ret = 0;
 
 	/*
@@ -1598,21 +1631,30 @@ static __cold int kpatch_sites_add(struct kpatch_try *try)
 			continue;
 		if (!kpatch_site_new(e))
 			ret = -ENOMEM;
-		else if (KPATCH_JMP && READ_ONCE(kpatch_direct) &&
-			 kpatch_site_hook(e->site, true) == -ENOMEM)
+		made++;
+	}
+	own = made <= KPATCH_OWN_SITES;
+	for (i = try->first_add; i < try->nr_touched && !ret; i++) {
+		e = try->touched[i];
+		if (own && e->site->via == KPATCH_VIA_NONE && KPATCH_JMP &&
+		    READ_ONCE(kpatch_direct) &&
+		    kpatch_site_hook(e->site, true) == -ENOMEM)
 			ret = -ENOMEM;
 	}
 	/*
 	 * All at once; if ftrace refuses that, one at a time, and each it
 	 * refuses then tries an ftrace_ops of its own, which names it.
 	 */
-	ret = ret ?: kpatch_fops_add(try, try->first_add, try->nr_touched);
-	for (i = try->first_add; i < try->nr_touched && ret && ret != -ENOMEM;
-	     i++)
-		if (kpatch_fops_add(try, i, i + 1) == -ENOMEM)
-			ret = -ENOMEM;
-	if (ret != -ENOMEM)
-		ret = 0;
+	if (!own) {
+		ret = ret ?: kpatch_fops_add(try, try->first_add,
+					     try->nr_touched);
+		for (i = try->first_add;
+		     i < try->nr_touched && ret && ret != -ENOMEM; i++)
+			if (kpatch_fops_add(try, i, i + 1) == -ENOMEM)
+				ret = -ENOMEM;
+		if (ret != -ENOMEM)
+			ret = 0;
+	}
 	for (i = try->first_add; i < try->nr_touched && !ret; i++) {
 		e = try->touched[i];
 		if (e->site->via == KPATCH_VIA_NONE)
@@ -1653,7 +1695,7 @@ static void kpatch_site_release(struct kpatch_site *site)
  * is in the handler or the guard's slow path (preemption off there) and
  * no task in a trampoline.  Those on kpatch_fops leave its filter in one
  * ftrace update, and a call that found one of them before may still be in
- * kpatch_ftrace_handler(): the wait for it is the pair of the handler's
+ * kpatch_fops_handler(): the wait for it is the pair of the handler's
  * preempt_disable_notrace(), kpatch_sync_preempt_off() here, unless
  * kpatch_fops was unregistered, which waited.  That is all a site freed
  * while kpatch_fops stays registered needs; no RCU-tasks grace period,

@@ -710,9 +710,9 @@ on_direct() {
 	site "$1" | grep -q 'direct-->kpatch_direct_tramp'
 }
 
-# on_handler FUNC: enabled_functions names kpatch_ftrace_handler for FUNC
+# on_handler FUNC: enabled_functions names a handler of kpatch's for FUNC
 on_handler() {
-	site "$1" | grep -q 'kpatch_ftrace_handler'
+	site "$1" | grep -Eq 'kpatch_(ftrace|fops)_handler'
 }
 
 # taint_value: /proc/sys/kernel/tainted

@@ -18,9 +18,10 @@
 #   for a BPF trampoline), which kpatch falls back to without a word.
 #   The other user's trampoline keeps running in front of the patched
 #   function, whether it came before kpatch or after.
-# - The ftrace_ops sites share one ftrace_ops: a second site makes no
-#   ftrace trampoline of its own (/proc/kallsyms counts them), and the
-#   shared one goes with the last site.
+# - An update that makes at most four sites gives each an ftrace_ops of
+#   its own (a trampoline each: /proc/kallsyms counts them); one that
+#   makes more puts them all on one shared ftrace_ops, never a jmp site,
+#   and the shared one goes with the last site.
 # - A site keeps its kind while it has entries, whatever direct says
 #   meanwhile; a new site takes the kind direct says when it is made.
 # - While kpatch's jmp site owns a function, another direct call on it is
@@ -53,6 +54,7 @@ a=$(sym kpatch_test_value_a kpatch_test_target) || bail "setup: find kpatch_test
 b=$(sym kpatch_test_value_b kpatch_test_target) || bail "setup: find kpatch_test_value_b"
 a1=$(sym kpatch_test_value_a_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_a_v1"
 a2=$(sym kpatch_test_value_a_v2 kpatch_test_new) || bail "setup: find kpatch_test_value_a_v2"
+a3=$(sym kpatch_test_value_a_v3 kpatch_test_new) || bail "setup: find kpatch_test_value_a_v3"
 b1=$(sym kpatch_test_value_b_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_b_v1"
 b2=$(sym kpatch_test_value_b_v2 kpatch_test_new) || bail "setup: find kpatch_test_value_b_v2"
 odd=$(sym kpatch_test_own_indirect "$OWN") || bail "setup: find kpatch_test_own_indirect"
@@ -300,38 +302,73 @@ trampolines() {
 		/proc/kallsyms
 }
 
-start_test "ftrace_ops sites share one ftrace_ops, and its trampoline"
+# handler_is FUNC HANDLER: enabled_functions names HANDLER for FUNC
+handler_is() {
+	site "$1" | grep -q "$2"
+}
+
+start_test "a few functions patched at once: an ftrace_ops each, no lookup"
 log_mark
 check "set direct=N" set_direct N
 tramps=$(trampolines)
 diag "ftrace trampolines before: $tramps"
-expect_ok patch sh1 "$a" "$a1"
-check_eq "sh1: one trampoline more" "$((tramps + 1))" "$(trampolines)"
-expect_ok patch sh2 "$b" "$b1"
-check_eq "sh1, sh2: a runs _v1, b runs _v1" "a=11 b=21" "$(target_values)"
+expect_ok patch o1 "$a" "$a1"
+check_eq "o1: one trampoline more" "$((tramps + 1))" "$(trampolines)"
+expect_ok patch o2 "$b" "$b1"
+check_eq "o1, o2: a runs _v1, b runs _v1" "a=11 b=21" "$(target_values)"
 show_sites
-check_own_ops kpatch_test_value_a
-check_own_ops kpatch_test_value_b
-check_eq "sh2 made no trampoline: b's site shares a's ftrace_ops" \
-	"$((tramps + 1))" "$(trampolines)"
-expect_ok unpatch sh1
-check_eq "sh1 gone: a restored, b still _v1" "a=1 b=21" "$(target_values)"
-check "kpatch_test_value_a is gone from enabled_functions" \
-	wait_until gone kpatch_test_value_a
-check_own_ops kpatch_test_value_b
-check_eq "the shared trampoline stays for b" "$((tramps + 1))" \
-	"$(trampolines)"
-expect_ok unpatch sh2
+check "a: kpatch_ftrace_handler" handler_is kpatch_test_value_a \
+	kpatch_ftrace_handler
+check "b: kpatch_ftrace_handler" handler_is kpatch_test_value_b \
+	kpatch_ftrace_handler
+check_eq "o2: a trampoline of its own" "$((tramps + 2))" "$(trampolines)"
+expect_ok unpatch o1
+expect_ok unpatch o2
 check_eq "both restored" "a=1 b=2" "$(target_values)"
 check "kpatch_test_value_b is gone from enabled_functions" \
 	wait_until gone kpatch_test_value_b
-check_eq "the trampoline went with the last site" "$tramps" "$(trampolines)"
+check_eq "the trampolines went with the sites" "$tramps" "$(trampolines)"
 check "set direct=Y" set_direct Y
 check_log "the log has the patches enabled and removed, nothing else" <<EOF
-kpatch: patch 'sh1' enabled (1 function)
+kpatch: patch 'o1' enabled (1 function)
+kpatch: patch 'o2' enabled (1 function)
+kpatch: patch 'o1' removed
+kpatch: patch 'o2' removed
+EOF
+check_no_splat
+
+start_test "more than four functions patched at once share one ftrace_ops"
+log_mark
+tramps=$(trampolines)
+diag "ftrace trampolines before: $tramps"
+expect_ok patch sh1 "$a" "$a1" "$b" "$b1" "$a2" "$a1" "$a3" "$a1" "$b2" "$b1"
+check_eq "sh1: a runs _v1, b runs _v1" "a=11 b=21" "$(target_values)"
+show_sites
+check "a: kpatch_fops_handler, not a jmp site" handler_is \
+	kpatch_test_value_a kpatch_fops_handler
+check "b: kpatch_fops_handler, not a jmp site" handler_is \
+	kpatch_test_value_b kpatch_fops_handler
+check_eq "sh1: one trampoline for five functions" "$((tramps + 1))" \
+	"$(trampolines)"
+expect_ok patch sh2 "$b" "$a1"
+check_eq "sh2: b runs a's _v1 on the same site" "a=11 b=11" \
+	"$(target_values)"
+check "b: still kpatch_fops_handler" handler_is kpatch_test_value_b \
+	kpatch_fops_handler
+check_eq "sh2 made no trampoline" "$((tramps + 1))" "$(trampolines)"
+expect_ok unpatch sh2
+check_eq "sh2 gone: b runs _v1" "a=11 b=21" "$(target_values)"
+expect_ok unpatch sh1
+check_eq "both restored" "a=1 b=2" "$(target_values)"
+check "kpatch_test_value_b is gone from enabled_functions" \
+	wait_until gone kpatch_test_value_b
+check_eq "the shared trampoline went with the last site" "$tramps" \
+	"$(trampolines)"
+check_log "the log has the patches enabled and removed, nothing else" <<EOF
+kpatch: patch 'sh1' enabled (5 functions)
 kpatch: patch 'sh2' enabled (1 function)
-kpatch: patch 'sh1' removed
 kpatch: patch 'sh2' removed
+kpatch: patch 'sh1' removed
 EOF
 check_no_splat
 

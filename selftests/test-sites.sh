@@ -38,7 +38,7 @@ gone() {
 # kpatch_site FUNC: enabled_functions lists FUNC with a site of kpatch's:
 # a direct call (a jmp site, or one on kpatch_guard) or kpatch's handler
 kpatch_site() {
-	site "$1" | grep -Eq 'direct(\(jmp\))?-->|kpatch_ftrace_handler'
+	site "$1" | grep -Eq 'direct(\(jmp\))?-->|kpatch_(ftrace|fops)_handler'
 }
 
 # kpatch_sites: the functions enabled_functions lists with a site of
@@ -48,7 +48,7 @@ kpatch_sites() {
 	awk '
 		function done() {
 			if (name != "" && entry !~ /^[^ \t]* \[kpatch\]/ &&
-			    entry ~ /direct(\(jmp\))?-->|kpatch_ftrace_handler/)
+			    entry ~ /direct(\(jmp\))?-->|kpatch_(ftrace|fops)_handler/)
 				print name
 		}
 		/^[^ \t]/ { done(); entry = $0; name = $1; next }

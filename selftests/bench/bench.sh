@@ -263,7 +263,7 @@ report() {
 			}
 			row("bare ftrace_ops (IPMODIFY)", "calls_ftrace_ops")
 			row("livepatch", "calls_livepatch")
-			row("kpatch, 1,000 other functions patched", "calls_kpatch_1000")
+			row("kpatch, in one patch with 1,000 others (shared ftrace_ops)", "calls_kpatch_1000")
 			bare = over("calls_ftrace_ops")
 			ops = over(jmp ? "calls_kpatch_ops" : "calls_kpatch")
 			print ""

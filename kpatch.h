@@ -164,9 +164,10 @@ enum kpatch_test_point {
 	KPATCH_TEST_UPDATING,	/* callback: state just set to UPDATING */
 	KPATCH_TEST_PUBLISHED,	/* callback: new entries in, before SUCCESS */
 	KPATCH_TEST_DONE,	/* after stop_machine(), state IDLE again */
-	KPATCH_TEST_REFILL,	/* the work item that refills the free list of
-				 * exiting-task records, before it allocates;
-				 * without kpatch_mutex held */
+	/* the work item that refills the free list of exiting-task records,
+	 * before it allocates; without kpatch_mutex held
+	 */
+	KPATCH_TEST_REFILL,
 };
 
 typedef void (*kpatch_test_hook_t)(enum kpatch_test_point point);

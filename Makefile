@@ -18,8 +18,9 @@
 #                       demo's kernel only, no lockdown boot (README.md,
 #                       "Run the tests")
 # make lint             review gates: checkpatch, sparse, W=1, shellcheck
-# make bench            measure kpatch under icount in VMs on every test kernel
-#                       (and, first, model its redirects on the host's CPU)
+# make bench            measure kpatch under icount in VMs on the three generic
+#                       Debian kernels (and, first, model its redirects on
+#                       the host's CPU)
 # make clean
 
 # With KDIR, the release its modules are built for (what vermagic says).

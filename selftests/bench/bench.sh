@@ -1,7 +1,8 @@
 #!/bin/bash
 # Host side of `make bench`: measure kpatch in QEMU guests under icount.
 #
-#   bench.sh [KVER...]    every kernel of the test bed by default
+#   bench.sh [KVER...]    every kernel of the test bed by default, but not
+#                         the debug kernel or the PREEMPT_RT one
 #
 # For each kernel: build kpatch.ko (testbed.sh build) and the bench modules
 # (kpatch_bench.ko with gen-funcs.sh's generated functions,
@@ -337,10 +338,15 @@ main() {
 		mapfile -t kernels <"$CACHE/kernels.list"
 	fi
 	# Not the debug kernel (testbed.sh's is_debug_kernel): its checkers
-	# would be all the figures measure.
+	# would be all the figures measure.  Not the PREEMPT_RT kernel either:
+	# the figures are the three generic kernels'.
 	for kver in "${!kernels[@]}"; do
 		if [[ -e $CACHE/kernels/${kernels[kver]}/debug-kernel.key ]]; then
 			log "skipping the debug kernel ${kernels[kver]}"
+			unset 'kernels[kver]'
+		elif grep -qx 'CONFIG_PREEMPT_RT=y' \
+			"$CACHE/kernels/${kernels[kver]}/config" 2>/dev/null; then
+			log "skipping the PREEMPT_RT kernel ${kernels[kver]}"
 			unset 'kernels[kver]'
 		fi
 	done

@@ -10,6 +10,10 @@
 #     example patch module, on every kernel of the test bed
 #     (selftests/harness/testbed.sh setup lists them; the newest is built
 #     in its Debian unstable chroot, which has sparse)
+#   W=1 builds of kpatch.ko, plain and hooked, against every other kernel
+#     header package setup installed (headers.list): each one that the
+#     header meta packages of Debian 12's suites depend on, and every
+#     flavour of unstable's
 #   kpatch.c's instruction decoder against objdump, on every function of
 #     the debug kernel's vmlinux and of the modules built for each kernel
 #   ShellCheck on every shell script
@@ -105,15 +109,57 @@ build_gate() {
 }
 
 gate_builds() {
-	local kver
+	local kver start before
 	need sparse
 	[[ -s $CACHE/kernels.list ]] || { fail "no kernels: run testbed.sh setup"; return; }
 	while read -r kver; do
+		start=$SECONDS before=$failures
 		build_gate "$kver" "W=1"
 		build_gate "$kver" "C=2"
 		build_gate "$kver" "W=1" 1
 		build_gate "$kver" "C=2" 1
+		((failures > before)) ||
+			log "$kver: W=1 and C=2, plain and hooked: clean ($((SECONDS - start))s)"
 	done <"$CACHE/kernels.list"
+}
+
+# ko_gate KVER HOOKS: a W=1 build of kpatch.ko alone in a scratch copy
+# (HOOKS=1: the hooked one); any compiler diagnostic is a finding.
+ko_gate() {
+	local kver=$1 hooks=$2 dir out
+	dir=$(mktemp -d)
+	cp "$SRC"/{kpatch.c,kpatch.h,Kbuild} "$dir/"
+	out=$("$SRC/selftests/harness/testbed.sh" kmake "$kver" "$dir" M="$dir" \
+		W=1 KPATCH_TEST_HOOKS="$hooks" modules 2>&1 </dev/null) ||
+		{ echo "$out" | tail -20; fail "build $kver W=1 hooks=$hooks"; }
+	if grep -E '(warning|error):' <<<"$out"; then
+		fail "$kver W=1 hooks=$hooks: diagnostics above"
+	fi
+	if [[ ! -e $dir/kpatch.ko ]]; then
+		fail "$kver W=1 hooks=$hooks: no kpatch.ko"
+	elif [[ $hooks == 0 ]]; then
+		decoder_check "$kver kpatch.ko" "$dir/kpatch.ko"
+	fi
+	rm -rf "$dir"
+}
+
+# gate_headers: kpatch.ko, plain and hooked, with W=1 against every other
+# kernel header package that a Debian 12 user can install, and the other
+# flavours of unstable's (headers.list, from testbed.sh setup; the
+# kernels of kernels.list had the full gates above).
+gate_headers() {
+	local kver suite ver start=$SECONDS n=0 before
+	[[ -s $CACHE/headers.list ]] || { fail "no headers.list: run testbed.sh setup"; return; }
+	while read -r kver suite ver; do
+		grep -qxF "$kver" "$CACHE/kernels.list" && continue
+		before=$failures
+		ko_gate "$kver" 0
+		ko_gate "$kver" 1
+		((failures > before)) ||
+			log "$kver ($suite, $ver): kpatch.ko W=1, plain and hooked: clean"
+		n=$((n + 1))
+	done <"$CACHE/headers.list"
+	log "$n more header packages built against ($((SECONDS - start))s)"
 }
 
 # The decoder of kpatch.c (kpatch_decode() and its opcode tables), built
@@ -195,6 +241,7 @@ gate_version() {
 gate_checkpatch
 gate_decoder
 gate_builds
+gate_headers
 gate_shellcheck
 gate_version
 

@@ -4,10 +4,14 @@
 # kpatch.ko can't be loaded into the host kernel, so every runtime test boots
 # a throw-away QEMU guest (TCG, no KVM) with a Debian kernel and a busybox
 # initramfs holding kpatch.ko, the test modules and the guest test scripts.
-# A fourth kernel, the debug kernel (lockdep, KASAN, ...; *-kpatch-debug), is
-# built from Debian's linux-source-6.1 by selftests/harness/debug-kernel.sh.
+# The Debian kernels: Debian 12's 6.1, backports' 6.12 and its PREEMPT_RT
+# flavour, unstable's 7.x.  One more, the debug kernel (lockdep, KASAN,
+# ...; *-kpatch-debug), is built from Debian's linux-source-6.1 by
+# selftests/harness/debug-kernel.sh.
 #
-#   testbed.sh setup [--demo]     install packages, headers and guest kernels;
+#   testbed.sh setup [--demo]     install packages, headers and guest kernels,
+#                                 and every Debian 12 and unstable kernel
+#                                 header package (for lint.sh);
 #                                 --demo: only the demo's (Debian 12's 6.1)
 #   testbed.sh build KVER OUTDIR  build kpatch.ko (plain and hooked), test modules
 #                                 and the guest helpers (selftests/*.c) for KVER;
@@ -29,9 +33,9 @@
 #   KPATCH_CACHE         cache dir (default /var/cache/kpatch-testbed)
 #                        (chroot/unstable: Debian unstable, for its kernel)
 #   KPATCH_TEST_TIMEOUT  seconds per kernel for `run` (default 1200; 2400
-#                        for the debug kernel)
+#                        for the debug kernel and the PREEMPT_RT one)
 #   KPATCH_LOCKDOWN_TIMEOUT  seconds for the lockdown boot (default 300;
-#                        600 for the debug kernel)
+#                        600 for the debug kernel and the PREEMPT_RT one)
 #   KPATCH_TESTS         words, each a NAME or glob: only the scripts
 #                        selftests/test-NAME.sh, and no lockdown boot unless
 #                        a word is "lockdown" (which alone: only the
@@ -76,9 +80,17 @@ PACKAGES=(qemu-system-x86 busybox-static cpio gzip gcc make libc6-dev libelf-dev
 # Only for a full setup (not --demo): the unstable chroot.
 PACKAGES_FULL=(debootstrap)
 META=linux-image-amd64
+# The PREEMPT_RT kernel that is booted too: backports' (see cmd_setup).
+META_RT=linux-image-rt-amd64
 # Suites that make up the "6.1" (default) and the "6.12" (backports) kernel.
 SUITES_STABLE='bookworm|bookworm-security|bookworm-updates'
 SUITES_BPO='bookworm-backports'
+# The header meta packages a user installs, one per flavour and line of
+# kernels: linux-headers-[X.Y-][FLAVOUR-]amd64 (generic, cloud, rt, and
+# a newer line offered beside the suite's own).  Each suite's (and the
+# unstable chroot's) are resolved at setup, and lint.sh builds kpatch.ko
+# against every header package they depend on (headers.list).
+HEADERS_META_RE='^linux-headers-([0-9]+\.[0-9]+-)?([a-z]+-)?amd64$'
 # The newest kernel is Debian unstable's.  Its headers need a newer compiler
 # and libc than bookworm's, so it is built in an unstable chroot (debootstrap,
 # minbase) kept in the cache; sparse is there for lint.sh.
@@ -204,52 +216,121 @@ pkg_installed() {
 	[[ $(dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null) == ii* ]]
 }
 
-# "VERSION SUITE": highest version of $META offered by the suites matching
-# regex $1.
-meta_version() {
-	local want=$1 best='' from='' ver rest suite
+# apt_cache [ROOT] ARG...: apt-cache ARG..., in chroot ROOT if not empty
+apt_cache() {
+	local root=$1
+	shift
+	if [[ -n $root ]]; then
+		in_root "$root" apt-cache "$@"
+	else
+		apt-cache "$@"
+	fi
+}
+
+# meta_versions META SUITES [ROOT]: "VERSION SUITE" for each version of
+# package META offered by the suites matching regex SUITES (apt-cache
+# madison, of chroot ROOT if given).
+meta_versions() {
+	local ver rest suite
 	while IFS='|' read -r _ ver rest; do
 		ver=${ver//[[:space:]]/}
 		[[ $rest == *Packages* ]] || continue
 		read -r _ suite _ <<<"$rest"
 		suite=${suite%%/*}
-		[[ $suite =~ ^($want)$ ]] || continue
+		[[ $suite =~ ^($2)$ ]] || continue
+		echo "$ver $suite"
+	done < <(apt_cache "${3:-}" madison "$1" 2>/dev/null)
+}
+
+# meta_version META SUITES: "VERSION SUITE", the highest of meta_versions
+meta_version() {
+	local best='' from='' ver suite
+	while read -r ver suite; do
 		if [[ -z $best ]] || dpkg --compare-versions "$ver" gt "$best"; then
 			best=$ver from=$suite
 		fi
-	done < <(apt-cache madison "$META" 2>/dev/null)
+	done < <(meta_versions "$1" "$2")
 	[[ -n $best ]] && echo "$best $from"
 }
 
-# apt-cache show output of $META on stdin -> the <kver> of the
-# linux-image-<kver> it depends on
+# depends_kver [PREFIX]: apt-cache show output of a meta package on stdin
+# -> the <kver> of the PREFIX<kver> (default linux-image-) it depends on
 depends_kver() {
-	awk '
+	awk -v p="${1:-linux-image-}" '
 		/^Depends:/ {
 			for (i = 2; i <= NF; i++)
-				if ($i ~ /^linux-image-/) {
+				if (index($i, p) == 1) {
 					sub(/,$/, "", $i)
-					print substr($i, 13)
+					print substr($i, length(p) + 1)
 					exit
 				}
 		}'
 }
 
-# linux-image-<kver> that $META=$1 depends on -> <kver>
+# meta_kver META VERSION [PREFIX [ROOT]]: the <kver> of the PREFIX<kver>
+# that META=VERSION depends on
 meta_kver() {
-	apt-cache show "$META=$1" 2>/dev/null | depends_kver
+	apt_cache "${4:-}" show "$1=$2" 2>/dev/null | depends_kver "${3:-}"
 }
 
-# resolve_kernels SUITES...: "KVER SUITE VER" for each regex of suites
-# (the 6.1 kernel: $SUITES_STABLE, the 6.12 kernel: $SUITES_BPO).
+valid_kver() {
+	[[ $1 =~ ^[0-9][0-9A-Za-z.+~_-]*$ ]]
+}
+
+# resolve_kernels "META SUITES"...: "KVER SUITE VER META" for each: the kernel
+# that the highest version of META in the suites matching regex SUITES
+# depends on (the 6.1 kernel: $META $SUITES_STABLE, the 6.12 kernel:
+# $META $SUITES_BPO, its PREEMPT_RT flavour: $META_RT $SUITES_BPO).
 resolve_kernels() {
-	local suites ver suite kver
-	for suites in "$@"; do
-		read -r ver suite < <(meta_version "$suites") || return 1
-		kver=$(meta_kver "$ver")
-		[[ $kver =~ ^[0-9][0-9A-Za-z.+~_-]*$ ]] || return 1
-		echo "$kver $suite $ver"
+	local spec meta ver suite kver
+	for spec in "$@"; do
+		meta=${spec%% *}
+		read -r ver suite < <(meta_version "$meta" "${spec#* }") || return 1
+		kver=$(meta_kver "$meta" "$ver")
+		valid_kver "$kver" || return 1
+		echo "$kver $suite $ver $meta"
 	done
+}
+
+# resolve_headers SUITES [ROOT]: "KVER SUITE VER" for every header package
+# linux-headers-KVER that a header meta package (HEADERS_META_RE) of the
+# suites matching regex SUITES depends on, VER being the meta package's
+# version; each KVER once, sorted.  With ROOT: that chroot's apt.  Fails
+# when there is none.  (Three apt-cache calls in all: each reads the
+# whole package cache.)
+resolve_headers() {
+	local suites=$1 root=${2:-} pkg ver rest suite out lines=''
+	local -a metas=() pairs=()
+	local -A from=()
+	mapfile -t metas < <(apt_cache "$root" pkgnames linux-headers- |
+		grep -E "$HEADERS_META_RE" | sort)
+	((${#metas[@]})) || return 1
+	while IFS='|' read -r pkg ver rest; do
+		pkg=${pkg//[[:space:]]/} ver=${ver//[[:space:]]/}
+		[[ $rest == *Packages* ]] || continue
+		read -r _ suite _ <<<"$rest"
+		suite=${suite%%/*}
+		[[ $suite =~ ^($suites)$ && -z ${from[$pkg=$ver]:-} ]] || continue
+		from[$pkg=$ver]=$suite
+		pairs+=("$pkg=$ver")
+	done < <(apt_cache "$root" madison "${metas[@]}" 2>/dev/null)
+	((${#pairs[@]})) || return 1
+	out=$(apt_cache "$root" show "${pairs[@]}" 2>/dev/null | awk '
+		/^Package:/ { pkg = $2 }
+		/^Version:/ { ver = $2 }
+		/^Depends:/ {
+			for (i = 2; i <= NF; i++)
+				if (index($i, "linux-headers-") == 1) {
+					sub(/,$/, "", $i)
+					print substr($i, 15), pkg "=" ver
+					break
+				}
+		}')
+	while read -r pkg ver; do
+		valid_kver "$pkg" && [[ -n ${from[$ver]:-} ]] || return 1
+		lines+="$pkg ${from[$ver]} ${ver#*=}"$'\n'
+	done <<<"$out"
+	printf '%s' "$lines" | sort -V -k1,1 | awk '!seen[$1]++'
 }
 
 # fetch_kernel KVER [ROOT]: vmlinuz (and config) of KVER from its Debian
@@ -311,7 +392,10 @@ in_root() {
 }
 
 # Creates (once) and updates the unstable chroot, installs the headers of
-# unstable's kernel in it and fetches that kernel.  Prints "KVER SUITE VER".
+# every flavour of unstable's kernel in it and fetches the generic one.
+# Sets SID_KERNEL, "KVER SUITE VER" of that one, and SID_HEADERS, the
+# chroot's resolve_headers.
+SID_KERNEL='' SID_HEADERS=''
 setup_unstable() {
 	local uri start conf sources stamp=$SID_ROOT/.kpatch-apt-updated ver kver
 	uri=$(debian_mirror)
@@ -353,15 +437,24 @@ setup_unstable() {
 		sed -n 's/^Version: //p')
 	kver=$(in_root "$SID_ROOT" apt-cache show --no-all-versions "$META" 2>/dev/null |
 		depends_kver)
-	[[ $kver =~ ^[0-9][0-9A-Za-z.+~_-]*$ ]] || die "cannot resolve $META in $SID_SUITE"
-	# shellcheck disable=SC2016 # a dpkg-query format
-	if [[ $(in_root "$SID_ROOT" dpkg-query -W -f='${db:Status-Abbrev}' \
-		"linux-headers-$kver" 2>/dev/null) != ii* ]] ||
-	   [[ ! -e $SID_ROOT/lib/modules/$kver/build/Makefile ]]; then
+	valid_kver "$kver" || die "cannot resolve $META in $SID_SUITE"
+	# Every flavour's headers: the one booted, and the others for lint.sh.
+	SID_HEADERS=$(resolve_headers "$SID_SUITE" "$SID_ROOT") ||
+		die "cannot resolve the header meta packages in $SID_SUITE"
+	local h missing=()
+	while read -r h _; do
+		# shellcheck disable=SC2016 # a dpkg-query format
+		if [[ $(in_root "$SID_ROOT" dpkg-query -W -f='${db:Status-Abbrev}' \
+			"linux-headers-$h" 2>/dev/null) != ii* ]] ||
+		   [[ ! -e $SID_ROOT/lib/modules/$h/build/Makefile ]]; then
+			missing+=("linux-headers-$h")
+		fi
+	done < <(printf '%s\n' "$SID_HEADERS" "$kver")
+	if ((${#missing[@]})); then
 		start=$SECONDS
-		log "installing linux-headers-$kver in the $SID_SUITE chroot"
+		log "installing ${missing[*]} in the $SID_SUITE chroot"
 		in_root "$SID_ROOT" apt-get install -y -q --no-install-recommends \
-			"linux-headers-$kver" >&2
+			"${missing[@]}" >&2
 		in_root "$SID_ROOT" apt-get clean
 		log "headers installed in $((SECONDS - start))s"
 	fi
@@ -384,7 +477,7 @@ setup_unstable() {
 		chmod 755 "$scripts/checker-valid.sh"
 	fi
 	fetch_kernel "$kver" "$SID_ROOT"
-	echo "$kver $SID_SUITE $ver"
+	SID_KERNEL="$kver $SID_SUITE $ver"
 }
 
 # sid_install_missing: install the SID_PACKAGES that the chroot lacks (it
@@ -404,12 +497,16 @@ sid_install_missing() {
 }
 
 # setup [--demo]: everything `run`, `lint` and `bench` need: packages, the
-# headers and vmlinuz of the 6.1 and 6.12 kernels, the unstable chroot and
-# its kernel, the debug kernel; kernels.list (written last, when all of
-# them are there) lists them.  --demo: only the demo's kernel, Debian 12's
-# own 6.1 (no backports, no chroot, no debug kernel); it writes
-# demo.kernel and leaves kernels.list as it is, so that `run` never takes a
-# demo setup for a full one.  A full setup writes demo.kernel too.
+# headers and vmlinuz of the 6.1 and 6.12 kernels and of the 6.12 rt
+# kernel, the unstable chroot and its kernel, the debug kernel;
+# kernels.list (written last, when all of them are there) lists them.  It
+# also installs every header package that the header meta packages of
+# Debian 12's suites and of unstable depend on (each flavour; unstable's
+# in the chroot) and lists them in headers.list, for lint.sh.  --demo:
+# only the demo's kernel, Debian 12's own 6.1 (no backports, no chroot, no
+# debug kernel, no other headers); it writes demo.kernel and leaves
+# kernels.list as it is, so that `run` never takes a demo setup for a
+# full one.  A full setup writes demo.kernel too.
 cmd_setup() {
 	local demo=0
 	case $# in
@@ -437,23 +534,31 @@ cmd_setup() {
 		apt_install "${missing[@]}"
 	fi
 
-	local kernels suites=("$SUITES_STABLE")
-	((demo)) || suites+=("$SUITES_BPO")
-	if ! kernels=$(resolve_kernels "${suites[@]}"); then
+	local kernels headers='' specs=("$META $SUITES_STABLE")
+	((demo)) || specs+=("$META $SUITES_BPO" "$META_RT $SUITES_BPO")
+	if ! kernels=$(resolve_kernels "${specs[@]}"); then
 		apt_update
-		kernels=$(resolve_kernels "${suites[@]}") ||
-			die "cannot resolve $META in ${suites[*]}"
+		kernels=$(resolve_kernels "${specs[@]}") ||
+			die "cannot resolve ${specs[*]}"
+	fi
+	# Every kernel header package of Debian 12's suites, for lint.sh.
+	if ((!demo)); then
+		headers=$(resolve_headers "$SUITES_STABLE|$SUITES_BPO") ||
+			die "cannot resolve the header meta packages in $SUITES_STABLE|$SUITES_BPO"
 	fi
 
-	local kver suite ver hdrs=()
+	local kver suite ver meta hdrs=()
+	local -A seen=()
 	while read -r kver suite _; do
+		[[ -n $kver && -z ${seen[$kver]:-} ]] || continue
+		seen[$kver]=1
 		pkg_installed "linux-headers-$kver" && [[ -e /lib/modules/$kver/build/Makefile ]] && continue
-		if [[ $suite == bookworm-backports ]]; then
-			hdrs+=("linux-headers-$kver/bookworm-backports")
+		if [[ $suite == *-backports ]]; then
+			hdrs+=("linux-headers-$kver/$suite")
 		else
 			hdrs+=("linux-headers-$kver")
 		fi
-	done <<<"$kernels"
+	done < <(printf '%s\n' "$kernels" "$headers")
 	if ((${#hdrs[@]})); then
 		apt_install "${hdrs[@]}" || { apt_update && apt_install "${hdrs[@]}"; }
 	fi
@@ -466,7 +571,9 @@ cmd_setup() {
 	mv "$CACHE/demo.kernel.tmp" "$CACHE/demo.kernel"
 
 	if ((!demo)); then
-		kernels+=$'\n'$(setup_unstable)
+		setup_unstable
+		kernels+=$'\n'$SID_KERNEL
+		headers+=$'\n'$SID_HEADERS
 		# The debug kernel: built (once per source version and config)
 		# from linux-source-6.1, see debug-kernel.sh.
 		kver=$(KPATCH_CACHE=$CACHE "$SRC/selftests/harness/debug-kernel.sh") ||
@@ -474,16 +581,25 @@ cmd_setup() {
 		ver=$(dpkg-query -W -f='${Version}' linux-source-6.1)
 		kernels+=$'\n'"$kver debug $ver"
 
+		# headers.list: "KVER SUITE VERSION" of each header package
+		# (lint.sh); kernels.list: the kernels `run` boots.
+		printf '%s\n' "$headers" >"$CACHE/headers.list.tmp"
+		mv "$CACHE/headers.list.tmp" "$CACHE/headers.list"
 		awk '{print $1}' <<<"$kernels" >"$CACHE/kernels.list.tmp"
 		mv "$CACHE/kernels.list.tmp" "$CACHE/kernels.list"
 	fi
-	while read -r kver suite ver; do
+	while read -r kver suite ver meta; do
 		if [[ $suite == debug ]]; then
 			echo "kernel: $kver (linux-source-6.1 $ver, debug build)"
 		else
-			echo "kernel: $kver ($META $ver, $suite)"
+			echo "kernel: $kver (${meta:-$META} $ver, $suite)"
 		fi
 	done <<<"$kernels"
+	if [[ -n $headers ]]; then
+		while read -r kver suite ver; do
+			echo "headers: linux-headers-$kver ($ver, $suite)"
+		done <<<"$headers"
+	fi
 }
 
 # ---------------------------------------------------------------- build ----
@@ -1018,7 +1134,7 @@ test_scripts() {
 # are split into JOBS shards, one guest each, so that the lanes finish
 # together: balanced on each script's seconds in the previous run
 # (BUILDROOT/KVER.times, beside the build dir that each build wipes;
-# without it 10 s, 25 on the debug kernel), and
+# without it 10 s, 25 on the debug and PREEMPT_RT kernels), and
 # the longest guests start first.  The lockdown boot is a guest of its
 # own.  A guest's logs are in BUILDROOT/KVER/GUEST/ (GUEST: test-N or
 # lockdown), with qemu's exit status in boot.rc.
@@ -1051,10 +1167,16 @@ build_lane() {
 	echo "$rc" >"$BUILDROOT/$1.built"
 }
 
+# is_rt_kernel KVER: KVER is a PREEMPT_RT kernel
+is_rt_kernel() {
+	grep -qx 'CONFIG_PREEMPT_RT=y' "$CACHE/kernels/$1/config" 2>/dev/null
+}
+
 # kernel_timeouts KVER: "TEST LOCKDOWN" guest timeouts in seconds.  The
-# debug kernel's checkers make it 2-3 times slower.
+# debug kernel's checkers make it 2-3 times slower, and so does PREEMPT_RT
+# under TCG (its stress scripts 3-4 times).
 kernel_timeouts() {
-	if is_debug_kernel "$1"; then
+	if is_debug_kernel "$1" || is_rt_kernel "$1"; then
 		echo "${KPATCH_TEST_TIMEOUT:-2400} ${KPATCH_LOCKDOWN_TIMEOUT:-600}"
 	else
 		echo "$TEST_TIMEOUT $LOCKDOWN_TIMEOUT"
@@ -1069,7 +1191,7 @@ shard() {
 	local kver=$1 dir=$BUILDROOT/$1 def=10 n i best script secs
 	local -A last=()
 	local -a load=() files=()
-	if is_debug_kernel "$kver"; then def=25; fi
+	if is_debug_kernel "$kver" || is_rt_kernel "$kver"; then def=25; fi
 	if [[ -s $BUILDROOT/$kver.times ]]; then
 		while read -r script secs; do
 			last[$script]=$secs

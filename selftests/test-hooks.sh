@@ -41,8 +41,8 @@
 #   parameter value (kpatch_test_coming go=x: the loader still holds its
 #   own reference in that GOING notification) all return; then the hook
 #   goes on and the patch applies.
-#   Optional, with KPATCH_TEST_DEADLOCK=1 only (it hangs the guest where
-#   kpatch's GOING notifier waits for kpatch's mutex): such a hook
+#   Unless KPATCH_TEST_DEADLOCK=0 (where kpatch's GOING notifier waits
+#   for kpatch's mutex the guest hangs and the run fails): such a hook
 #   registers a module notifier while an unrelated rmmod is in its GOING
 #   notification (kpatch_test_notify lingers there); the rmmod, the hook
 #   and the patch all finish.
@@ -697,11 +697,11 @@ check_context
 check_no_splat
 
 start_test "a held hook registers a module notifier during an unrelated rmmod"
-if [ "${KPATCH_TEST_DEADLOCK:-0}" != 1 ]; then
-	skip "runs with KPATCH_TEST_DEADLOCK=1 only: where kpatch's GOING notifier waits for kpatch's mutex, the rmmod, the hook and kpatch deadlock, and the guest hangs"
+if [ "${KPATCH_TEST_DEADLOCK:-1}" = 0 ]; then
+	skip "KPATCH_TEST_DEADLOCK=0: where kpatch's GOING notifier waits for kpatch's mutex, the rmmod, the hook and kpatch deadlock, and the guest hangs"
 else
-	diag "KPATCH_TEST_DEADLOCK=1: this hangs the guest where kpatch's GOING" \
-		"notifier waits for kpatch's mutex"
+	diag "this hangs the guest where kpatch's GOING notifier waits for" \
+		"kpatch's mutex"
 	load_mod kpatch_test_coming go=1 || bail "setup: load kpatch_test_coming go=1"
 	load_mod kpatch_test_notify watch=kpatch_test_coming linger=1 ||
 		bail "setup: load kpatch_test_notify"

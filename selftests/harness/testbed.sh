@@ -1125,6 +1125,28 @@ test_scripts() {
 	if ((${#seen[@]})); then printf '%s\n' "${!seen[@]}" | sort; fi
 }
 
+# The scripts a PREEMPT_RT kernel runs when KPATCH_TESTS names none: those
+# of the paths that differ there (the exit probes and their free list, the
+# hooks, the stack check and its waits, both redirects), not the long
+# stress scripts, which would add some 20 minutes of guest time to CI.
+RT_TESTS="00-taint api burst busy direct errors exiting hooks kprobed own ownpath
+pieces pinning replace sibling sites stacking staticcall waiting"
+
+# kernel_scripts KVER: test_scripts, or on a PREEMPT_RT kernel with no
+# KPATCH_TESTS those of RT_TESTS.
+kernel_scripts() {
+	local f w
+	if ((${#TEST_WORDS[@]})) || ! is_rt_kernel "$1"; then
+		test_scripts
+		return
+	fi
+	for w in $RT_TESTS; do
+		f=$SRC/selftests/test-$w.sh
+		[[ -e $f ]] || die "RT_TESTS: no $f"
+		echo "$f"
+	done
+}
+
 # ------------------------------------------------------------ run lanes ----
 #
 # `run` in three steps: build every kernel; boot its guests; print each
@@ -1198,14 +1220,14 @@ shard() {
 		done <"$BUILDROOT/$kver.times"
 	fi
 	rm -rf "$dir"/test-* "$dir/lockdown"
-	n=$(test_scripts | wc -l)
+	n=$(kernel_scripts "$kver" | wc -l)
 	((n <= JOBS)) || n=$JOBS
 	for ((i = 1; i <= n; i++)); do
 		mkdir -p "$dir/test-$i"
 		: >"$dir/test-$i/scripts"
 		load[i]=0
 	done
-	mapfile -t files < <(test_scripts)
+	mapfile -t files < <(kernel_scripts "$kver")
 	while read -r secs script; do
 		best=1
 		for ((i = 2; i <= n; i++)); do
@@ -1303,7 +1325,7 @@ cmd_run() {
 	for kver in "${kernels[@]}"; do
 		[[ $(cat "$BUILDROOT/$kver.built" 2>/dev/null) == 0 ]] || continue
 		mapfile -t -O "${#queue[@]}" queue < <(shard "$kver")
-		shards[$kver]=$(test_scripts | wc -l)
+		shards[$kver]=$(kernel_scripts "$kver" | wc -l)
 		((shards[$kver] <= JOBS)) || shards[$kver]=$JOBS
 	done
 	while read -r secs kver g; do

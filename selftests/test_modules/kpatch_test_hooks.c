@@ -53,7 +53,7 @@
  * failed register (err N)" (the init then succeeds, nothing patched) or
  * "structures changed ..." (the init fails).
  *
- * Sleepers, tasks for the stack check: writing N (1 to 4) to "sleepers"
+ * Sleepers, tasks for the stack check: writing N (1 to 80) to "sleepers"
  * starts N kthreads named "kp sleeper <i>" (with blanks, as comm may
  * have) that call kpatch_test_hooks_sleep_fn(), which sleeps until 1 is
  * written to "release"; kpatch_test_hooks_sleep_fn_new(), its

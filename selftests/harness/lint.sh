@@ -6,8 +6,10 @@
 #   checkpatch.pl --strict (from Debian's linux-source package) on kpatch.c,
 #     kpatch.h, the test modules, the example patch module and the guest
 #     helpers (selftests/*.c)
-#   sparse (make C=2) and W=1 builds of kpatch.ko, the test modules and the
-#     example patch module, on every kernel of the test bed
+#   builds of kpatch.ko, the test modules and the example patch module,
+#     plain and hooked, with W=1 and sparse at once (make W=1 C=2: one
+#     compile that gives both the compiler's and sparse's diagnostics), on
+#     every kernel of the test bed
 #     (selftests/harness/testbed.sh setup lists them; the newest is built
 #     in its Debian unstable chroot, which has sparse)
 #   W=1 builds of kpatch.ko, plain and hooked, against every other kernel
@@ -87,13 +89,15 @@ build_gate() {
 	dir=$(mktemp -d)
 	cp "$SRC"/{kpatch.c,kpatch.h,Kbuild} "$dir/"
 	cp -r "$SRC"/selftests/test_modules "$SRC"/selftests/example "$dir/"
-	out=$( { "${kmake[@]}" "$dir" M="$dir" "$flags" \
+	local -a fl
+	read -ra fl <<<"$flags"
+	out=$( { "${kmake[@]}" "$dir" M="$dir" "${fl[@]}" \
 			KPATCH_TEST_HOOKS="$hooks" modules &&
-		 "${kmake[@]}" "$dir" M="$dir/test_modules" "$flags" \
+		 "${kmake[@]}" "$dir" M="$dir/test_modules" "${fl[@]}" \
 			KPATCH_TEST_HOOKS="$hooks" \
 			KBUILD_EXTRA_SYMBOLS="$dir/Module.symvers" modules &&
 		 if [[ $hooks == 0 ]]; then
-			"${kmake[@]}" "$dir" M="$dir/example" "$flags" \
+			"${kmake[@]}" "$dir" M="$dir/example" "${fl[@]}" \
 				KPATCH_DIR="$dir" \
 				KBUILD_EXTRA_SYMBOLS="$dir/Module.symvers" modules
 		 fi; } 2>&1) ||
@@ -102,7 +106,7 @@ build_gate() {
 	if grep -E '(warning|error):|is not available' <<<"$out"; then
 		fail "$kver $flags hooks=$hooks: diagnostics above"
 	fi
-	if [[ $flags == W=1 && $hooks == 0 ]]; then
+	if [[ $hooks == 0 ]]; then
 		decoder_check "$kver modules" "$dir"/*.ko "$dir"/test_modules/*.ko
 	fi
 	rm -rf "$dir"
@@ -114,10 +118,8 @@ gate_builds() {
 	[[ -s $CACHE/kernels.list ]] || { fail "no kernels: run testbed.sh setup"; return; }
 	while read -r kver; do
 		start=$SECONDS before=$failures
-		build_gate "$kver" "W=1"
-		build_gate "$kver" "C=2"
-		build_gate "$kver" "W=1" 1
-		build_gate "$kver" "C=2" 1
+		build_gate "$kver" "W=1 C=2"
+		build_gate "$kver" "W=1 C=2" 1
 		((failures > before)) ||
 			log "$kver: W=1 and C=2, plain and hooked: clean ($((SECONDS - start))s)"
 	done <"$CACHE/kernels.list"

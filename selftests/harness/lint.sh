@@ -6,8 +6,10 @@
 #   checkpatch.pl --strict (from Debian's linux-source package) on kpatch.c,
 #     kpatch.h, the test modules, the example patch module and the guest
 #     helpers (selftests/*.c)
-#   sparse (make C=2) and W=1 builds of kpatch.ko, the test modules and the
-#     example patch module, on every kernel of the test bed
+#   builds of kpatch.ko, the test modules and the example patch module,
+#     plain and hooked, with W=1 and sparse at once (make W=1 C=2: one
+#     compile that gives both the compiler's and sparse's diagnostics), on
+#     every kernel of the test bed
 #     (selftests/harness/testbed.sh setup lists them; the newest is built
 #     in its Debian unstable chroot, which has sparse)
 #   W=1 builds of kpatch.ko, plain and hooked, against every other kernel
@@ -74,35 +76,43 @@ gate_checkpatch() {
 	done
 }
 
-# build_gate KVER FLAGS [HOOKS]: build kpatch.ko, the test modules and the
-# example with FLAGS in a scratch copy (HOOKS=1: the selftests' hooked build
-# and its test modules); any compiler or sparse diagnostic is a finding.
-# (The example is built here with its Kbuild only, against the scratch
-# kpatch.ko; testbed.sh builds it against an installed one.)  testbed.sh
-# kmake builds on the host, or in the chroot that has KVER's headers (the
-# newest kernel's, from Debian unstable).
+# build_gate KVER FLAGS [HOOKS [KO_ONLY]]: build kpatch.ko, the test modules
+# and the example with FLAGS in a scratch copy (HOOKS=1: the selftests'
+# hooked build and its test modules; KO_ONLY=1: kpatch.ko alone); any
+# compiler or sparse diagnostic is a finding.  (The example is built here
+# with its Kbuild only, against the scratch kpatch.ko; testbed.sh builds it
+# against an installed one.)  testbed.sh kmake builds on the host, or in
+# the chroot that has KVER's headers (unstable's kernels).
 build_gate() {
-	local kver=$1 flags=$2 hooks=${3:-0} dir out
+	local kver=$1 flags=$2 hooks=${3:-0} ko_only=${4:-0} dir out
 	local kmake=("$SRC/selftests/harness/testbed.sh" kmake "$1")
+	local -a fl
+	read -ra fl <<<"$flags"
 	dir=$(mktemp -d)
 	cp "$SRC"/{kpatch.c,kpatch.h,Kbuild} "$dir/"
 	cp -r "$SRC"/selftests/test_modules "$SRC"/selftests/example "$dir/"
-	out=$( { "${kmake[@]}" "$dir" M="$dir" "$flags" \
+	out=$( { "${kmake[@]}" "$dir" M="$dir" "${fl[@]}" \
 			KPATCH_TEST_HOOKS="$hooks" modules &&
-		 "${kmake[@]}" "$dir" M="$dir/test_modules" "$flags" \
-			KPATCH_TEST_HOOKS="$hooks" \
-			KBUILD_EXTRA_SYMBOLS="$dir/Module.symvers" modules &&
-		 if [[ $hooks == 0 ]]; then
-			"${kmake[@]}" "$dir" M="$dir/example" "$flags" \
+		 if [[ $ko_only == 0 ]]; then
+			"${kmake[@]}" "$dir" M="$dir/test_modules" "${fl[@]}" \
+				KPATCH_TEST_HOOKS="$hooks" \
+				KBUILD_EXTRA_SYMBOLS="$dir/Module.symvers" modules
+		 fi &&
+		 if [[ $ko_only == 0 && $hooks == 0 ]]; then
+			"${kmake[@]}" "$dir" M="$dir/example" "${fl[@]}" \
 				KPATCH_DIR="$dir" \
 				KBUILD_EXTRA_SYMBOLS="$dir/Module.symvers" modules
-		 fi; } 2>&1) ||
+		 fi; } 2>&1 </dev/null) ||
 		{ echo "$out" | tail -20; fail "build $kver $flags hooks=$hooks"; }
 	# (kbuild only warns, without "warning:", when it cannot run sparse)
 	if grep -E '(warning|error):|is not available' <<<"$out"; then
 		fail "$kver $flags hooks=$hooks: diagnostics above"
 	fi
-	if [[ $flags == W=1 && $hooks == 0 ]]; then
+	if [[ ! -e $dir/kpatch.ko ]]; then
+		fail "$kver $flags hooks=$hooks: no kpatch.ko"
+	elif [[ $hooks == 0 && $ko_only == 1 ]]; then
+		decoder_check "$kver kpatch.ko" "$dir/kpatch.ko"
+	elif [[ $hooks == 0 ]]; then
 		decoder_check "$kver modules" "$dir"/*.ko "$dir"/test_modules/*.ko
 	fi
 	rm -rf "$dir"
@@ -114,33 +124,11 @@ gate_builds() {
 	[[ -s $CACHE/kernels.list ]] || { fail "no kernels: run testbed.sh setup"; return; }
 	while read -r kver; do
 		start=$SECONDS before=$failures
-		build_gate "$kver" "W=1"
-		build_gate "$kver" "C=2"
-		build_gate "$kver" "W=1" 1
-		build_gate "$kver" "C=2" 1
+		build_gate "$kver" "W=1 C=2"
+		build_gate "$kver" "W=1 C=2" 1
 		((failures > before)) ||
 			log "$kver: W=1 and C=2, plain and hooked: clean ($((SECONDS - start))s)"
 	done <"$CACHE/kernels.list"
-}
-
-# ko_gate KVER HOOKS: a W=1 build of kpatch.ko alone in a scratch copy
-# (HOOKS=1: the hooked one); any compiler diagnostic is a finding.
-ko_gate() {
-	local kver=$1 hooks=$2 dir out
-	dir=$(mktemp -d)
-	cp "$SRC"/{kpatch.c,kpatch.h,Kbuild} "$dir/"
-	out=$("$SRC/selftests/harness/testbed.sh" kmake "$kver" "$dir" M="$dir" \
-		W=1 KPATCH_TEST_HOOKS="$hooks" modules 2>&1 </dev/null) ||
-		{ echo "$out" | tail -20; fail "build $kver W=1 hooks=$hooks"; }
-	if grep -E '(warning|error):' <<<"$out"; then
-		fail "$kver W=1 hooks=$hooks: diagnostics above"
-	fi
-	if [[ ! -e $dir/kpatch.ko ]]; then
-		fail "$kver W=1 hooks=$hooks: no kpatch.ko"
-	elif [[ $hooks == 0 ]]; then
-		decoder_check "$kver kpatch.ko" "$dir/kpatch.ko"
-	fi
-	rm -rf "$dir"
 }
 
 # gate_headers: kpatch.ko, plain and hooked, with W=1 against every other
@@ -153,8 +141,8 @@ gate_headers() {
 	while read -r kver suite ver; do
 		grep -qxF "$kver" "$CACHE/kernels.list" && continue
 		before=$failures
-		ko_gate "$kver" 0
-		ko_gate "$kver" 1
+		build_gate "$kver" W=1 0 1
+		build_gate "$kver" W=1 1 1
 		((failures > before)) ||
 			log "$kver ($suite, $ver): kpatch.ko W=1, plain and hooked: clean"
 		n=$((n + 1))

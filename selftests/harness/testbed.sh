@@ -1129,8 +1129,8 @@ test_scripts() {
 # of the paths that differ there (the exit probes and their free list, the
 # hooks, the stack check and its waits, both redirects), not the long
 # stress scripts, which would add some 20 minutes of guest time to CI.
-RT_TESTS="00-taint api burst busy cold direct errors exiting hooks own ownpath
-pieces pinning replace retries sibling sites stacking waiting"
+RT_TESTS="00-taint api burst busy direct errors exiting hooks kprobed own ownpath
+pieces pinning replace retries sibling sites stacking staticcall waiting"
 
 # kernel_scripts KVER: test_scripts, or on a PREEMPT_RT kernel with no
 # KPATCH_TESTS those of RT_TESTS.
@@ -1142,7 +1142,8 @@ kernel_scripts() {
 	fi
 	for w in $RT_TESTS; do
 		f=$SRC/selftests/test-$w.sh
-		if [[ -e $f ]]; then echo "$f"; fi
+		[[ -e $f ]] || die "RT_TESTS: no $f"
+		echo "$f"
 	done
 }
 

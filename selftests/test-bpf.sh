@@ -24,8 +24,10 @@
 # refuses a function that has a direct call already with -EINVAL (kernels
 # that registered each trampoline with register_ftrace_direct() said
 # EBUSY, but they have no jmp sites); a program attached first keeps the
-# direct call and kpatch takes the ftrace_ops path for that function
-# instead; a kprobe works beside the jmp (through ftrace's regs caller).
+# direct call (register_ftrace_direct() refuses kpatch's with -EBUSY) and
+# kpatch takes the ftrace_ops path for that function instead, without a
+# word in the log; a kprobe works beside the jmp (through ftrace's regs
+# caller).
 #
 # Linux 6.1 breaks ftrace when a fexit program joins fentry programs
 # that were attached after an IPMODIFY ftrace_ops, kpatch's or any other

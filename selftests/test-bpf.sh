@@ -48,6 +48,8 @@ KPROBE_ENABLE=$TRACEFS/events/kprobes/$KPROBE/enable
 BPF_OUT=$KP_TMP/kpbpf.out
 BPF_PID=
 BPF_MAP=
+BPF_PID0=
+BPF_MAP0=
 BPF_RESULT=
 READS=3
 
@@ -166,6 +168,24 @@ bpf_stop() {
 	BPF_MAP=
 }
 
+# bpf_keep: keep the kpbpf that bpf_attach started, as BPF_PID0 and
+# BPF_MAP0, while bpf_attach starts another
+bpf_keep() {
+	BPF_PID0=$BPF_PID
+	BPF_MAP0=$BPF_MAP
+	BPF_PID=
+	BPF_MAP=
+}
+
+# bpf_stop0: end the kpbpf that bpf_keep kept
+bpf_stop0() {
+	[ -n "$BPF_PID0" ] || return 0
+	kill "$BPF_PID0" 2>/dev/null
+	wait "$BPF_PID0" 2>/dev/null
+	BPF_PID0=
+	BPF_MAP0=
+}
+
 # bpf_counts: "fentry N fexit M"
 bpf_counts() {
 	"$KPBPF" count "$BPF_MAP" 2>&1
@@ -237,6 +257,7 @@ check_kprobe_hits() {
 
 bpf_cleanup() {
 	bpf_stop
+	bpf_stop0
 	if grep -q "$KPROBE" "$KPROBE_EVENTS" 2>/dev/null; then
 		echo 0 >"$KPROBE_ENABLE" 2>/dev/null
 		echo "-:$KPROBE" >>"$KPROBE_EVENTS" 2>/dev/null
@@ -409,6 +430,54 @@ else
 		bpf_after_patch fentry fexit
 		;;
 	esac
+fi
+check_no_splat
+
+# check_split_counts N: N more reads of /proc/cmdline bump the fentry
+# counter of the kept kpbpf (fentry alone) and the fexit counter of the
+# other (fexit alone) by N; CMDLINE: what the reads gave
+check_split_counts() {
+	_sc_before="$("$KPBPF" count "$BPF_MAP0" 2>&1) / $(bpf_counts)"
+	read_cmdline "$1"
+	_sc_after="$("$KPBPF" count "$BPF_MAP0" 2>&1) / $(bpf_counts)"
+	_sc_want=$(echo "$_sc_before" | awk -v n="$1" '
+		$1 == "fentry" && $6 == "fentry" && NF == 9 {
+			print "fentry", $2 + n, "fexit", $4, "/",
+			      "fentry", $7, "fexit", $9 + n
+		}')
+	check_eq "BPF fentry and fexit (two links) counted $1 calls" \
+		"${_sc_want:-(counts: $_sc_before)}" "$_sc_after"
+}
+
+# The trampoline of a fentry program attached before the patch shares the
+# function with the patch's IPMODIFY ftrace_ops from the start, so a fexit
+# program that joins it after the patch is safe on 6.1 too (compare
+# "fentry first, then fexit, after the patch").
+start_test "ftrace_ops path: fentry before the patch, fexit after"
+log_mark
+if [ -n "$NO_BPF" ]; then
+	skip "$NO_BPF"
+else
+	check "set direct" ops_path
+	check "BPF fentry attaches" bpf_attach fentry
+	bpf_keep
+	expect_ok patch b3 "$cmd" "$cmd1"
+	check "the patch is on the ftrace_ops path" on_ops
+	check "BPF fexit attaches" bpf_attach fexit
+	show_site
+	check "the BPF trampoline is $FUNC's direct call" on_bpf
+	check "still on the ftrace_ops path" on_ops
+	check_split_counts "$READS"
+	check_eq "the reads give the patch's result" "$V1" "$CMDLINE"
+	expect_ok unpatch b3
+	check_split_counts "$READS"
+	check_eq "unpatched with BPF attached: the kernel's cmdline" "$orig" "$CMDLINE"
+	bpf_stop
+	bpf_stop0
+	check "$FUNC is gone from enabled_functions" wait_until gone
+	check_log "kpatch's log: enabled, removed" <<-EOF
+	$(patch_log b3)
+	EOF
 fi
 check_no_splat
 

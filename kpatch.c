@@ -614,9 +614,9 @@ static noinline void notrace kpatch_ftrace_slow(struct kpatch_site *site,
  * recurse: the ftrace_ops leave out FTRACE_OPS_FL_RECURSION.
  */
 static void notrace kpatch_fops_handler(unsigned long ip,
-				       unsigned long parent_ip,
-				       struct ftrace_ops *ops,
-				       struct ftrace_regs *fregs)
+					unsigned long parent_ip,
+					struct ftrace_ops *ops,
+					struct ftrace_regs *fregs)
 {
 	struct kpatch_site *site;
 	unsigned long target;

@@ -15,6 +15,30 @@
 # it unpatches everything in the patches file, unloads the test modules
 # and kpatch.ko, and checks the kernel log of the whole script for splats.
 #
+# A test reads as a transcript, as the kernel's livepatch selftests do:
+# each verb that changes what the kernel sees first writes its command,
+# as a shell would show it, into the kernel log (and as "# % ..." into
+# the output), and check_transcript compares the log since the test's
+# canary (log_mark) whole, those command lines included, where the text
+# is the contract.  The command lines, one form each:
+#
+#   % insmod NAME.ko [PARAM=VALUE...]             load_mod, load_kpatch
+#   % rmmod NAME                                  unload_mod
+#   % echo 'COMMAND' > control                    kp, kp_raw, expect_*
+#   % echo 'COMMAND' > control &                  kp_bg (in the background)
+#   % echo 'COMMAND' > control (WHO)              kp_nocap, or a test that
+#                                                 writes it another way
+#   % echo VALUE > /sys/module/MOD/parameters/P   set_param
+#
+# "control" is /sys/kernel/debug/kpatch/control; a module file is named
+# without its directory.  COMMAND is what the test wrote: its addresses as
+# the test passed them (16 hex digits, "0x" if the test gave one), so the
+# expected text gets the same words from the test's own variables; a tab
+# shows as \t, a newline as \n, any other byte outside printable ASCII
+# as "?", and a command longer than 400 bytes is cut there and ends in
+# "...(N bytes)".  check_transcript then normalises "0x..." numbers as
+# check_log does, in the command lines too.
+#
 # Environment (set by the guest init): KPATCH_KO, KPATCH_MODDIR,
 # KPATCH_SELFTESTS; KPCTL may name the kpctl helper (default: kpctl in
 # $PATH).
@@ -66,6 +90,7 @@ KP_RESULT=
 KP_OUT=
 KP_STATE=
 KP_CLEANUP_HOOK=
+KP_BG=
 KP_WAIT_TRIES=${KP_WAIT_TRIES:-300}
 KP_TMP=$(mktemp -d 2>/dev/null || echo /tmp/kpatch-selftest.$$)
 mkdir -p "$KP_TMP" 2>/dev/null
@@ -80,6 +105,13 @@ diag() {
 # kmsg TEXT...: write TEXT to the kernel log (KERN_INFO)
 kmsg() {
 	echo "<6>kpatch-selftest: $*" >/dev/kmsg 2>/dev/null || :
+}
+
+# log_command TEXT: the transcript line "% TEXT", into the kernel log and
+# the output (see the top of this file for the forms TEXT takes)
+log_command() {
+	diag "% $1"
+	echo "<6>% $1" >/dev/kmsg 2>/dev/null || :
 }
 
 # kp_desc TEXT: full one-line description "suite: test case: TEXT"
@@ -252,33 +284,105 @@ check_no_splat() {
 	fi
 }
 
-# check_log DESC [MODULE...] <<EOF ... EOF: kpatch's own kernel log lines
-# since the last log_mark are exactly the text on stdin, line for line and
-# in this order.  What kpatch logs is what an administrator reads after a
-# patch, unpatch, replace or refusal, so the text is compared whole, not
+# check_transcript [-x ERE] DESC [MODULE...] <<EOF ... EOF: the kernel
+# log since the last log_mark is exactly the text on stdin, line for line
+# and in this order: the command lines of the verbs ("% ..."), kpatch's
+# own lines and those of each MODULE.  What kpatch logs is what an
+# administrator reads after a patch, unpatch, replace or refusal, and the
+# commands say what each line answers, so the text is compared whole, not
 # grepped for.
 #
-# Kept are the lines that start with "kpatch: ", and those of each MODULE
-# ("MODULE: "), timestamps ("[  12.345678] ", and a "[T123] " caller id)
-# stripped; everything else in the log (other modules, lockdep, the
-# selftest's own marks) is left out.  Also left out are the two lines the
-# module loader writes about kpatch.ko itself, on its first load in a boot
-# only ("kpatch: loading out-of-tree module taints kernel.", "kpatch:
-# module verification failed: ...").  Hexadecimal numbers written "0x..."
-# become "0x_" in both texts: these are the offsets and sizes of %pS
-# ("func+0x1c/0x40 [mod]"), which differ between kernels and builds.  Any
-# other value that varies (a pid, an address) the caller puts into the
+# Kept are the lines that start with "% ", "kpatch: " or "MODULE: ",
+# timestamps ("[  12.345678] ", and a "[T123] " caller id) stripped;
+# everything else in the log (other modules, lockdep, the selftest's own
+# marks) is left out.  Also left out are the two lines the module loader
+# writes about the first out-of-tree or unsigned module of a boot, which
+# may be any of them ("NAME: loading out-of-tree module taints kernel.",
+# "NAME: module verification failed: ...").  Hexadecimal numbers written
+# "0x..." become "0x_" in both texts: these are the offsets and sizes of
+# %pS ("func+0x1c/0x40 [mod]"), which differ between kernels and builds.
+# Any other value that varies (a pid, an address) the caller puts into the
 # expected text itself.
+#
+# -x ERE also leaves out the kept lines that match ERE (after the
+# timestamps went): for the few places where timing decides how many of
+# some line there are (a retry logged once per try while another task
+# runs); the caller says why, and the rest is still compared whole.
+check_transcript() {
+	_ct_drop=
+	if [ "$1" = -x ]; then
+		_ct_drop=$2
+		shift 2
+	fi
+	_ct_desc=$1
+	shift
+	_ct_want=$(sed 's/0x[0-9a-fA-F][0-9a-fA-F]*/0x_/g')
+	_ct_seen=$(kp_log_lines transcript "$_ct_drop" "$@")
+	if [ "$_ct_seen" = "$_ct_want" ]; then
+		ok "$_ct_desc"
+	else
+		not_ok "$_ct_desc"
+		diag "the log since the mark (commands, kpatch${*:+ $*}${_ct_drop:+; without /$_ct_drop/}), - expected, + seen:"
+		show_diff "$_ct_want" "$_ct_seen"
+		return 1
+	fi
+}
+
+# check_log DESC [MODULE...] <<EOF ... EOF: check_transcript without the
+# command lines: kpatch's own lines and those of each MODULE since the
+# last log_mark are exactly the text on stdin.  Of the loader's two lines
+# about the first module of a boot, only kpatch.ko's are left out.  For
+# the scripts not written as transcripts yet, and for lines whose count
+# the clock decides, counted from the log and then compared in order
+# while the commands fall between them anywhere (test-waiting.sh).
 check_log() {
 	_clg_desc=$1
 	shift
-	_clg_keep="kpatch $*"
 	_clg_want=$(sed 's/0x[0-9a-fA-F][0-9a-fA-F]*/0x_/g')
-	_clg_seen=$(log_since_mark |
+	_clg_seen=$(kp_log_lines log "" "$@")
+	if [ "$_clg_seen" = "$_clg_want" ]; then
+		ok "$_clg_desc"
+	else
+		not_ok "$_clg_desc"
+		diag "kpatch's log lines (kpatch${*:+ $*}), - expected, + seen:"
+		show_diff "$_clg_want" "$_clg_seen"
+		return 1
+	fi
+}
+
+# refused_lines VERB NAME WHY: the lines kpatch logs when every try of
+# VERB 'NAME' is refused for WHY (the stack check), one per try, as
+# kpatch's retries and retry_delay_ms parameters are now: for the
+# expected text of check_transcript
+refused_lines() {
+	_rl_tries=$(($(modparam kpatch retries) + 1))
+	_rl_delay=$(modparam kpatch retry_delay_ms)
+	_rl_try=1
+	while [ "$_rl_try" -lt "$_rl_tries" ]; do
+		echo "kpatch: $1 '$2' busy (try $_rl_try of $_rl_tries, again in $_rl_delay ms): $3"
+		_rl_try=$((_rl_try + 1))
+	done
+	if [ "$_rl_tries" -gt 1 ]; then
+		echo "kpatch: $1 '$2' refused after $_rl_tries tries: $3"
+	else
+		echo "kpatch: $1 '$2' refused: $3"
+	fi
+}
+
+# kp_log_lines transcript|log DROP [MODULE...]: the lines check_transcript
+# (or check_log) compares, from the log since the last log_mark
+kp_log_lines() {
+	_kl_mode=$1
+	_kl_drop=$2
+	shift 2
+	log_since_mark |
 		sed 's/^\[[ 0-9.]*\] //; s/^\[ *[TC][0-9]*\] //' |
-		awk -v keep="$_clg_keep" '
-			BEGIN { n = split(keep, k, " ") }
-			/^kpatch: (loading out-of-tree module taints kernel[.]|module verification failed: )/ { next }
+		KP_DROP=$_kl_drop awk -v keep="kpatch $*" -v mode="$_kl_mode" '
+			BEGIN { n = split(keep, k, " "); drop = ENVIRON["KP_DROP"] }
+			mode == "log" && /^kpatch: (loading out-of-tree module taints kernel[.]|module verification failed: )/ { next }
+			mode != "log" && /^[^ ]*: (loading out-of-tree module taints kernel[.]|module verification failed: )/ { next }
+			drop != "" && $0 ~ drop { next }
+			mode != "log" && index($0, "% ") == 1 { print; next }
 			{
 				for (i = 1; i <= n; i++)
 					if (index($0, k[i] ": ") == 1) {
@@ -286,15 +390,7 @@ check_log() {
 						next
 					}
 			}' |
-		sed 's/0x[0-9a-fA-F][0-9a-fA-F]*/0x_/g')
-	if [ "$_clg_seen" = "$_clg_want" ]; then
-		ok "$_clg_desc"
-	else
-		not_ok "$_clg_desc"
-		diag "kpatch's log lines (${_clg_keep% }), - expected, + seen:"
-		show_diff "$_clg_want" "$_clg_seen"
-		return 1
-	fi
+		sed 's/0x[0-9a-fA-F][0-9a-fA-F]*/0x_/g'
 }
 
 # -------------------------------------------------------------- modules --
@@ -310,7 +406,7 @@ load_mod() {
 	_lm_name=$1
 	shift
 	kallsyms_changed
-	diag "% insmod $_lm_name.ko${*:+ $*}"
+	log_command "insmod $_lm_name.ko${*:+ $*}"
 	if KP_OUT=$(insmod "$KPATCH_MODDIR/$_lm_name.ko" "$@" 2>&1); then
 		[ -z "$KP_OUT" ] || diag "$KP_OUT"
 		return 0
@@ -322,7 +418,7 @@ load_mod() {
 # unload_mod NAME: rmmod NAME (one try); the output of rmmod is in KP_OUT
 unload_mod() {
 	kallsyms_changed
-	diag "% rmmod $1"
+	log_command "rmmod $1"
 	if KP_OUT=$(rmmod "$1" 2>&1); then
 		[ -z "$KP_OUT" ] || diag "$KP_OUT"
 		return 0
@@ -335,7 +431,7 @@ unload_mod() {
 load_kpatch() {
 	kallsyms_changed
 	if ! mod_loaded kpatch; then
-		diag "% insmod $KPATCH_KO"
+		log_command "insmod $(basename "$KPATCH_KO")"
 		if ! KP_OUT=$(insmod "$KPATCH_KO" 2>&1); then
 			diag "$KP_OUT"
 			return 1
@@ -422,22 +518,35 @@ addr_add() {
 
 # ------------------------------------------------------ control file --
 
-# kp_show STRING: STRING for display: tabs and newlines escaped, long
-# strings shortened
+# kp_show STRING [MAX]: STRING for display: tabs and newlines escaped,
+# strings longer than MAX bytes (default 150) shortened
 kp_show() {
-	printf '%s' "$1" | awk 'BEGIN { RS = "\001" } {
+	printf '%s' "$1" | awk -v max="${2:-150}" 'BEGIN { RS = "\001" } {
 		gsub(/\t/, "\\t"); gsub(/\n/, "\\n")
 		n = length($0)
-		if (n > 150)
-			$0 = substr($0, 1, 150) "...(" n " bytes)"
+		if (n > max)
+			$0 = substr($0, 1, max) "...(" n " bytes)"
 		printf "%s", $0
 	}'
+}
+
+# kp_logged STRING: STRING as a transcript shows a command (see the top
+# of this file): kp_show's up to 400 bytes, and "?" for any other byte
+# that does not print
+kp_logged() {
+	kp_show "$1" 400 | LC_ALL=C sed 's/[^ -~]/?/g'
+}
+
+# log_kp STRING [WHO]: the transcript line of writing STRING to the control
+# file ("&" or "(WHO)" after it: in the background, or from whom)
+log_kp() {
+	log_command "echo '$(kp_logged "$1")' > control${2:+ $2}"
 }
 
 # kp_raw STRING: write STRING, exactly, to the control file in one write;
 # KP_RESULT is "OK" or the errno name; succeeds if it is OK
 kp_raw() {
-	diag "% echo \"$(kp_show "$1")\" > $KP_CONTROL"
+	log_kp "$1"
 	KP_RESULT=$("$KPCTL" "$KP_CONTROL" "$1" 2>&1)
 	diag "$KP_RESULT"
 	[ "$KP_RESULT" = OK ]
@@ -450,10 +559,20 @@ kp() {
 
 # kp_nocap CMD...: like kp, but without CAP_SYS_MODULE
 kp_nocap() {
-	diag "% kpctl --nocap $KP_CONTROL \"$(kp_show "$*")\""
+	log_kp "$*" "(without CAP_SYS_MODULE)"
 	KP_RESULT=$("$KPCTL" --nocap "$KP_CONTROL" "$*" 2>&1)
 	diag "$KP_RESULT"
 	[ "$KP_RESULT" = OK ]
+}
+
+# kp_bg FILE STRING: write STRING to the control file in the background;
+# what kpctl prints (OK or the errno name) goes to FILE, the writer's pid
+# is in KP_BG
+kp_bg() {
+	log_kp "$2" "&"
+	"$KPCTL" "$KP_CONTROL" "$2" >"$1" 2>&1 &
+	# shellcheck disable=SC2034 # for the caller
+	KP_BG=$!
 }
 
 # kp_what STRING: short name of a command for descriptions ("patch p1")
@@ -677,6 +796,12 @@ target_values() {
 # modparam MOD PARAM: value of a module parameter
 modparam() {
 	cat "/sys/module/$1/parameters/$2" 2>&1
+}
+
+# set_param MOD PARAM VALUE: write a module parameter
+set_param() {
+	log_command "echo $3 > /sys/module/$1/parameters/$2"
+	echo "$3" >"/sys/module/$1/parameters/$2"
 }
 
 # modparam_is MOD PARAM VALUE: is the module parameter VALUE?

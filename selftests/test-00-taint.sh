@@ -39,4 +39,11 @@ check_eq "tainted >= 16384" tainted \
 check "bit 32768 (K) set" taint_livepatch_set
 expect_ok unpatch t1
 check "K still set after unpatch" taint_livepatch_set
+check_transcript "the log says the kernel is tainted, once, at the first patch" <<EOF
+% echo 'patch t1 $cmd $cmd1' > control
+kpatch: tainting kernel with TAINT_LIVEPATCH
+kpatch: patch 't1' enabled (1 function)
+% echo 'unpatch t1' > control
+kpatch: patch 't1' removed
+EOF
 check_no_splat

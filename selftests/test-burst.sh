@@ -34,7 +34,7 @@ burst() {
 	done
 	# Let every reader reach its open of the FIFO.
 	sleep 2
-	diag "% echo > $_bu_fifo  ($1 readers exit at once)"
+	log_command "echo > $_bu_fifo  ($1 readers exit at once)"
 	echo >"$_bu_fifo"
 	sleep 1
 	wait
@@ -60,5 +60,17 @@ for n in 50 100 200 400; do
 	fi
 	check_no_grep "kpatch still knows every exiting task" \
 		"out of memory recording an exiting task" "$(log_since_mark)"
+	check_transcript "the log: a fresh kpatch.ko, the burst, then as usual" <<EOF
+% rmmod kpatch
+% insmod kpatch.ko
+% echo > $KP_TMP/burst.fifo  ($n readers exit at once)
+% echo 'check patch x1 $a $a1' > control
+kpatch: check patch 'x1': would apply now
+% echo 'patch x1 $a $a1' > control
+kpatch: tainting kernel with TAINT_LIVEPATCH
+kpatch: patch 'x1' enabled (1 function)
+% echo 'unpatch x1' > control
+kpatch: patch 'x1' removed
+EOF
 	check_no_splat
 done

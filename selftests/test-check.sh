@@ -49,14 +49,8 @@ wait_until modparam_is kpatch_test_busy state 1 ||
 	bail "setup: kpatch_busy thread waits in kpatch_test_busy_fn"
 busy_pid=$(modparam kpatch_test_busy pid)
 
-# param MOD NAME VALUE: write a module parameter
-param() {
-	diag "% echo $3 > /sys/module/$1/parameters/$2"
-	echo "$3" >"/sys/module/$1/parameters/$2"
-}
-
 retries=$(modparam kpatch retries)
-param kpatch retries 0
+set_param kpatch retries 0
 
 # hook_calls: kpatch_test_hooks's count of hook calls
 hook_calls() {
@@ -135,7 +129,7 @@ dry_busy() {
 # start_sleepers N: N new sleepers in kpatch_test_hooks_sleep_fn (or its
 # replacement); sets pid0, pid1
 start_sleepers() {
-	param kpatch_test_hooks sleepers "$1"
+	set_param kpatch_test_hooks sleepers "$1"
 	wait_until modparam_is kpatch_test_hooks sleepers "$1" ||
 		bail "setup: $1 sleepers asleep"
 	# shellcheck disable=SC2046 # two numbers
@@ -148,7 +142,7 @@ start_sleepers() {
 }
 
 release_sleepers() {
-	param kpatch_test_hooks release 1
+	set_param kpatch_test_hooks release 1
 	check "the sleepers left" wait_until modparam_is kpatch_test_hooks sleepers 0
 }
 
@@ -161,8 +155,10 @@ log_mark
 # shellcheck disable=SC2086 # HOOKS: several words
 dry_ok patch c1 "$f" "$f1" $HOOKS
 check_result "check file: patch c1 0" "patch c1 0"
-check_grep "log: would apply now" "kpatch: check patch 'c1': would apply now" \
-	"$(log_since_mark)"
+check_transcript "log: would apply now" kpatch_test_hooks <<EOF
+% echo 'check patch c1 $f $f1 $HOOKS' > control
+kpatch: check patch 'c1': would apply now
+EOF
 check_sysfs_patches "no sysfs directory"
 check_eq "kpatch_test_hooks_f not patched" 100 "$(modparam kpatch_test_hooks value)"
 # shellcheck disable=SC2086 # HOOKS: several words
@@ -175,12 +171,18 @@ start_test "check unpatch and check replace of an idle patch"
 log_mark
 dry_ok unpatch c1
 check_result "check file: unpatch c1 0" "unpatch c1 0"
-check_grep "log: would apply now" "kpatch: check unpatch 'c1': would apply now" \
-	"$(log_since_mark)"
+check_transcript "log: would apply now" kpatch_test_hooks <<EOF
+% echo 'check unpatch c1' > control
+kpatch: check unpatch 'c1': would apply now
+EOF
 dry_ok replace c2 "$f" "$f2"
 check_result "check file: replace c2 0" "replace c2 0"
-check_grep "log: would apply now" "kpatch: check replace 'c2': would apply now" \
-	"$(log_since_mark)"
+check_transcript "log: would apply now" kpatch_test_hooks <<EOF
+% echo 'check unpatch c1' > control
+kpatch: check unpatch 'c1': would apply now
+% echo 'check replace c2 $f $f2' > control
+kpatch: check replace 'c2': would apply now
+EOF
 expect_ok replace c2 "$f" "$f2"
 check_eq "the real replace applies" 102 "$(modparam kpatch_test_hooks value)"
 check_patches "only c2 is listed" \
@@ -197,9 +199,12 @@ check_result "check file: EBUSY and both sleepers" "patch s1 -16" \
 	"$(blocker "$pid0" kpatch_test_hooks_sleep_fn kpatch_test_hooks "kp sleeper 0")" \
 	"$(blocker "$pid1" kpatch_test_hooks_sleep_fn kpatch_test_hooks "kp sleeper 1")"
 msgs=$(log_since_mark)
-diag "kernel log:" "$msgs"
-check_grep "log: would fail, 2 tasks" \
-	"kpatch: check patch 's1': would fail [(](-16|EBUSY)[)]: 2 (tasks?|task[(]s[)]) in the way" "$msgs"
+check_transcript "log: would fail, 2 tasks" kpatch_test_hooks <<EOF
+% echo 'check patch s1 $sl $sl_new $HOOKS' > control
+kpatch: check patch 's1': would fail (-16): 2 tasks in the way
+kpatch: check patch 's1': pid $pid0 (kp sleeper 0) in kpatch_test_hooks_sleep_fn+0x_/0x_ [kpatch_test_hooks]
+kpatch: check patch 's1': pid $pid1 (kp sleeper 1) in kpatch_test_hooks_sleep_fn+0x_/0x_ [kpatch_test_hooks]
+EOF
 check_grep "log: sleeper 0" \
 	"$(blocker_log patch s1 "$pid0" "kp sleeper 0" kpatch_test_hooks_sleep_fn kpatch_test_hooks)" "$msgs"
 check_grep "log: sleeper 1" \
@@ -229,9 +234,16 @@ check_result "check file: two functions, three blockers" "patch s1 -16" \
 	"$(blocker "$pid0" kpatch_test_hooks_sleep_fn kpatch_test_hooks "kp sleeper 0")" \
 	"$(blocker "$pid1" kpatch_test_hooks_sleep_fn kpatch_test_hooks "kp sleeper 1")" \
 	"$(blocker "$busy_pid" kpatch_test_busy_fn kpatch_test_busy kpatch_busy)"
-check_grep "log: would fail, 3 tasks" \
-	"kpatch: check patch 's1': would fail [(](-16|EBUSY)[)]: 3 (tasks?|task[(]s[)]) in the way" \
-	"$(log_since_mark)"
+# The last check only: the checks before it found kpatch_busy awake.
+# kpatch_busy was started before the sleepers: it comes first in the
+# task list, which the dry run walks in order.
+check_transcript "log: would fail, 3 tasks" kpatch_test_hooks <<EOF
+% echo 'check patch s1 $busy $busy_new $sl $sl_new' > control
+kpatch: check patch 's1': would fail (-16): 3 tasks in the way
+kpatch: check patch 's1': pid $busy_pid (kpatch_busy) in kpatch_test_busy_fn+0x_/0x_ [kpatch_test_busy]
+kpatch: check patch 's1': pid $pid0 (kp sleeper 0) in kpatch_test_hooks_sleep_fn+0x_/0x_ [kpatch_test_hooks]
+kpatch: check patch 's1': pid $pid1 (kp sleeper 1) in kpatch_test_hooks_sleep_fn+0x_/0x_ [kpatch_test_hooks]
+EOF
 check_grep "log: kpatch_busy" \
 	"$(blocker_log patch s1 "$busy_pid" kpatch_busy kpatch_test_busy_fn kpatch_test_busy)" \
 	"$(log_since_mark)"
@@ -243,14 +255,22 @@ log_mark
 expect_refused EBUSY patch s1 "$sl" "$sl_new" $HOOKS
 check_eq "the real patch ran pre-patch, then its cancel hook" \
 	"pre-patch s1,post-unpatch s1" "$(hook_seq)"
+check_transcript "log: the hooks, then the refusal names a sleeper" kpatch_test_hooks <<EOF
+% echo 'patch s1 $sl $sl_new $HOOKS' > control
+kpatch_test_hooks: pre-patch s1
+kpatch_test_hooks: post-unpatch s1
+kpatch: patch 's1' refused: kpatch_test_hooks_sleep_fn+0x_/0x_ [kpatch_test_hooks] is on the stack of pid $pid0 (kp sleeper 0)
+EOF
 check_eq "both sleepers still asleep" 2 "$(modparam kpatch_test_hooks sleepers)"
 release_sleepers
 log_mark
 # shellcheck disable=SC2086
 dry_ok patch s1 "$sl" "$sl_new" $HOOKS
 check_result "check file: patch s1 0" "patch s1 0"
-check_grep "log: would apply now" "kpatch: check patch 's1': would apply now" \
-	"$(log_since_mark)"
+check_transcript "log: would apply now" kpatch_test_hooks <<EOF
+% echo 'check patch s1 $sl $sl_new $HOOKS' > control
+kpatch: check patch 's1': would apply now
+EOF
 check_no_splat
 
 start_test "check unpatch and check replace of a function two tasks sleep in"
@@ -264,8 +284,15 @@ check_result "check file: unpatch s1, EBUSY, both sleepers" "unpatch s1 -16" \
 	"$(blocker "$pid0" kpatch_test_hooks_sleep_fn_new kpatch_test_hooks "kp sleeper 0")" \
 	"$(blocker "$pid1" kpatch_test_hooks_sleep_fn_new kpatch_test_hooks "kp sleeper 1")"
 msgs=$(log_since_mark)
-check_grep "log: would fail, 2 tasks" \
-	"kpatch: check unpatch 's1': would fail [(](-16|EBUSY)[)]: 2 (tasks?|task[(]s[)]) in the way" "$msgs"
+check_transcript "log: would fail, 2 tasks" kpatch_test_hooks <<EOF
+% echo 'patch s1 $sl $sl_new' > control
+kpatch: patch 's1' enabled (1 function)
+% echo 2 > /sys/module/kpatch_test_hooks/parameters/sleepers
+% echo 'check unpatch s1' > control
+kpatch: check unpatch 's1': would fail (-16): 2 tasks in the way
+kpatch: check unpatch 's1': pid $pid0 (kp sleeper 0) in kpatch_test_hooks_sleep_fn_new+0x_/0x_ [kpatch_test_hooks]
+kpatch: check unpatch 's1': pid $pid1 (kp sleeper 1) in kpatch_test_hooks_sleep_fn_new+0x_/0x_ [kpatch_test_hooks]
+EOF
 check_grep "log: sleeper 1" \
 	"$(blocker_log unpatch s1 "$pid1" "kp sleeper 1" kpatch_test_hooks_sleep_fn_new kpatch_test_hooks)" "$msgs"
 expect_refused EBUSY unpatch s1
@@ -274,9 +301,12 @@ dry_busy replace c3 "$f" "$f1"
 check_result "check file: replace c3 (removes s1), EBUSY" "replace c3 -16" \
 	"$(blocker "$pid0" kpatch_test_hooks_sleep_fn_new kpatch_test_hooks "kp sleeper 0")" \
 	"$(blocker "$pid1" kpatch_test_hooks_sleep_fn_new kpatch_test_hooks "kp sleeper 1")"
-check_grep "log: would fail, 2 tasks" \
-	"kpatch: check replace 'c3': would fail [(](-16|EBUSY)[)]: 2 (tasks?|task[(]s[)]) in the way" \
-	"$(log_since_mark)"
+check_transcript "log: would fail, 2 tasks" kpatch_test_hooks <<EOF
+% echo 'check replace c3 $f $f1' > control
+kpatch: check replace 'c3': would fail (-16): 2 tasks in the way
+kpatch: check replace 'c3': pid $pid0 (kp sleeper 0) in kpatch_test_hooks_sleep_fn_new+0x_/0x_ [kpatch_test_hooks]
+kpatch: check replace 'c3': pid $pid1 (kp sleeper 1) in kpatch_test_hooks_sleep_fn_new+0x_/0x_ [kpatch_test_hooks]
+EOF
 expect_refused EBUSY replace c3 "$f" "$f1"
 release_sleepers
 dry_ok unpatch s1
@@ -286,24 +316,41 @@ check_result "check file: replace c3 0" "replace c3 0"
 expect_ok unpatch s1
 check_no_splat
 
-# same_errno ERRNO LINE1 CMD: the command CMD and "check CMD" both fail
-# with ERRNO and change nothing; the check file's first line is LINE1
+# same_errno ERRNO LINE1 CMD WHY: the command CMD and "check CMD" both
+# fail with ERRNO and change nothing; the check file's first line is
+# LINE1; kpatch logs WHY for each, and for the check its answer
 same_errno() {
 	start_test "check $(kp_what "$3") with bad input: $1"
+	log_mark
 	save_state
 	expect_errno_raw "$1" "$3"
 	expect_errno_raw "$1" "check $3"
 	check_result "check file: $2" "$2"
 	check_state_unchanged
+	# shellcheck disable=SC2086 # LINE1: VERB NAME ERRNO
+	set -- "$1" "$2" "$3" "$4" $2
+	check_transcript "log: the same line for both, then the check's answer" <<EOF
+% echo '$3' > control
+kpatch: $4
+% echo 'check $3' > control
+kpatch: $4
+kpatch: check $5 '$6': would fail ($7)
+EOF
 }
 
-same_errno EEXIST "patch c2 -17" "patch c2 $f $f1"
-same_errno EEXIST "replace c2 -17" "replace c2 $f $f1"
-same_errno ENOENT "unpatch nosuch -2" "unpatch nosuch"
-same_errno EINVAL "patch e1 -22" "patch e1 $f"
-same_errno EINVAL "patch e1 -22" "patch e1 $f $(addr_add "$f1" 1)"
-same_errno EINVAL "patch e1 -22" "patch e1 $f $f1 pre-patch=$cmd"
-same_errno EINVAL "replace e1 -22" "replace e1 $f $f1 pre-patch=$h_pre pre-patch=$h_pre"
+same_errno EEXIST "patch c2 -17" "patch c2 $f $f1" \
+	"patch 'c2' refused: a patch with that name exists"
+same_errno EEXIST "replace c2 -17" "replace c2 $f $f1" \
+	"replace 'c2' refused: a patch with that name exists"
+same_errno ENOENT "unpatch nosuch -2" "unpatch nosuch" "unpatch nosuch: no such patch"
+same_errno EINVAL "patch e1 -22" "patch e1 $f" \
+	"patch: expected NAME and OLD NEW address pairs"
+same_errno EINVAL "patch e1 -22" "patch e1 $f $(addr_add "$f1" 1)" \
+	"e1: new function $(addr_add "$f1" 1) is not the start of a function (kpatch_test_hooks_f1+0x1)"
+same_errno EINVAL "patch e1 -22" "patch e1 $f $f1 pre-patch=$cmd" \
+	"e1: pre-patch hook cmdline_proc_show+0x0/0x0 is not in a module"
+same_errno EINVAL "replace e1 -22" "replace e1 $f $f1 pre-patch=$h_pre pre-patch=$h_pre" \
+	"replace e1: the pre-patch hook is given twice"
 
 start_test "check without a mode or with an unknown one"
 log_mark
@@ -318,7 +365,23 @@ expect_errno EINVAL check unpatch c2 extra
 check_state_unchanged
 msgs=$(log_since_mark)
 check_no_grep "kpatch knows the command check" "kpatch: unknown command" "$msgs"
-check_grep "kpatch says what check expects" "kpatch: check.*patch.*unpatch" "$msgs"
+check_transcript "kpatch says what check expects" <<EOF
+% echo 'check' > control
+kpatch: check: expected patch, replace or unpatch, then its arguments
+% echo 'check c1 $f $f1' > control
+kpatch: check: expected patch, replace or unpatch, then its arguments
+% echo 'check frob c1 $f $f1' > control
+kpatch: check: expected patch, replace or unpatch, then its arguments
+% echo 'check check patch c1 $f $f1' > control
+kpatch: check: expected patch, replace or unpatch, then its arguments
+% echo 'check PATCH c1 $f $f1' > control
+kpatch: check: expected patch, replace or unpatch, then its arguments
+% echo 'check unpatch' > control
+kpatch: unpatch: the name must be 1 to 63 characters of A-Z a-z 0-9 _ -
+% echo 'check unpatch c2 extra' > control
+kpatch: unpatch: expected exactly one NAME
+kpatch: check unpatch 'c2': would fail (-22)
+EOF
 
 # kpatch keeps room for 64 blockers: the 65th and later are counted only
 start_test "check with more tasks in the way than it lists"
@@ -330,8 +393,19 @@ check_eq "check file: the first line, 64 blockers, then how many more" \
 	"$(check_file | head -n 1),$(check_file | grep -c "^[0-9]* kpatch_test_hooks:kpatch_test_hooks_sleep_fn[+].* kp sleeper [0-9]*$"),$(check_file | tail -n 1)"
 check_eq "check file: nothing else" 66 "$(check_file | wc -l)"
 msgs=$(log_since_mark)
-check_grep "log: would fail, 70 tasks" \
-	"kpatch: check patch 's1': would fail [(](-16|EBUSY)[)]: 70 tasks in the way" "$msgs"
+# The first 64 in the task list, which the dry run walks in order: the
+# sleepers in the order they were started.
+check_transcript "log: would fail, 70 tasks, 64 of them named" kpatch_test_hooks <<EOF
+% echo 'check patch s1 $sl $sl_new' > control
+kpatch: check patch 's1': would fail (-16): 70 tasks in the way
+$(_i=0
+for _p in $(modparam kpatch_test_hooks sleeper_pids); do
+	[ "$_i" -lt 64 ] || break
+	echo "kpatch: check patch 's1': pid $_p (kp sleeper $_i) in kpatch_test_hooks_sleep_fn+0x_/0x_ [kpatch_test_hooks]"
+	_i=$((_i + 1))
+done)
+kpatch: check patch 's1': and 6 more
+EOF
 check_eq "log: 64 blockers" 64 \
 	"$(printf '%s\n' "$msgs" | grep -c "kpatch: check patch 's1': pid [0-9]* [(]kp sleeper [0-9]*[)] in kpatch_test_hooks_sleep_fn[+]")"
 check_grep "log: and 6 more" "kpatch: check patch 's1': and 6 more$" "$msgs"
@@ -349,12 +423,12 @@ start_test "a task whose comm has a newline"
 comm_nl='kp
 kpatch: fake'
 comm_esc='kp\nkpatch: fake'
-diag "% printf 'kp\\nkpatch: fake' > /sys/module/kpatch_test_hooks/parameters/sleeper_comm"
+log_command "printf 'kp\\nkpatch: fake' > /sys/module/kpatch_test_hooks/parameters/sleeper_comm"
 printf '%s' "$comm_nl" >/sys/module/kpatch_test_hooks/parameters/sleeper_comm ||
 	bail "setup: set sleeper_comm"
-param kpatch_test_hooks sleepers 1
+set_param kpatch_test_hooks sleepers 1
 wait_until modparam_is kpatch_test_hooks sleepers 1 || bail "setup: the sleeper sleeps"
-param kpatch_test_hooks sleeper_comm ""
+set_param kpatch_test_hooks sleeper_comm ""
 nl_pid=$(modparam kpatch_test_hooks sleeper_pids)
 check_eq "precondition: its comm has the newline" "$comm_nl" "$(cat "/proc/$nl_pid/comm")"
 
@@ -371,7 +445,8 @@ check_eq "check file: the task on one line, its newline escaped" \
 	"$(printf 'patch nl1 -16\n%s kpatch_test_hooks:kpatch_test_hooks_sleep_fn+0x_/0x_ %s' \
 		"$nl_pid" "$comm_esc")" \
 	"$(check_file | sed 's/0x[0-9a-f][0-9a-f]*/0x_/g')"
-check_log "log: the task on one line, its newline escaped" <<EOF
+check_transcript "log: the task on one line, its newline escaped" kpatch_test_hooks <<EOF
+% echo 'check patch nl1 $sl $sl_new' > control
 kpatch: check patch 'nl1': would fail (-16): 1 task in the way
 kpatch: check patch 'nl1': pid $nl_pid (kp\nkpatch: fake) in kpatch_test_hooks_sleep_fn+0x_/0x_ [kpatch_test_hooks]
 EOF
@@ -380,7 +455,8 @@ check_no_grep "log: no line of kpatch's starts with the comm's second line" \
 
 log_mark
 expect_refused EBUSY patch nl1 "$sl" "$sl_new"
-check_log "log: the refusal names the task on one line" <<EOF
+check_transcript "log: the refusal names the task on one line" kpatch_test_hooks <<EOF
+% echo 'patch nl1 $sl $sl_new' > control
 kpatch: patch 'nl1' refused: kpatch_test_hooks_sleep_fn+0x_/0x_ [kpatch_test_hooks] is on the stack of pid $nl_pid (kp\nkpatch: fake)
 EOF
 check_no_grep "log: no line of kpatch's starts with the comm's second line" \
@@ -388,4 +464,4 @@ check_no_grep "log: no line of kpatch's starts with the comm's second line" \
 release_sleepers
 check_no_splat
 
-param kpatch retries "$retries"
+set_param kpatch retries "$retries"

@@ -30,12 +30,22 @@ nocap_refused patch np1 "$cmd" "$cmd1"
 check_eq "/proc/cmdline unchanged" "$orig" "$(cat /proc/cmdline)"
 expect_ok patch np1 "$cmd" "$cmd1"
 check_eq "with the capability the patch applies" "kpatch-test v1" "$(cat /proc/cmdline)"
+# No line for a refusal for want of privilege: only those after it log.
+check_transcript "the log: nothing for the refused write, then enabled" <<EOF
+% echo 'patch np1 $cmd $cmd1' > control (without CAP_SYS_MODULE)
+% echo 'patch np1 $cmd $cmd1' > control
+kpatch: tainting kernel with TAINT_LIVEPATCH
+kpatch: patch 'np1' enabled (1 function)
+EOF
 check_no_splat
 
 start_test "replace"
 log_mark
 nocap_refused replace np2 "$cmd" "$cmd2"
 check_eq "np1 still in effect" "kpatch-test v1" "$(cat /proc/cmdline)"
+check_transcript "the log: nothing for the refused write" <<EOF
+% echo 'replace np2 $cmd $cmd2' > control (without CAP_SYS_MODULE)
+EOF
 check_no_splat
 
 start_test "unpatch"
@@ -44,4 +54,9 @@ nocap_refused unpatch np1
 check_eq "np1 still in effect" "kpatch-test v1" "$(cat /proc/cmdline)"
 expect_ok unpatch np1
 check_eq "with the capability unpatch works" "$orig" "$(cat /proc/cmdline)"
+check_transcript "the log: nothing for the refused write, then removed" <<EOF
+% echo 'unpatch np1' > control (without CAP_SYS_MODULE)
+% echo 'unpatch np1' > control
+kpatch: patch 'np1' removed
+EOF
 check_no_splat

@@ -58,17 +58,21 @@ blanks() {
 	head -c "$1" /dev/zero | tr '\0' ' '
 }
 
-# refused DESC ERRNO CMD...: a test case: CMD fails with ERRNO, no change
+# refused DESC ERRNO WHY CMD...: a test case: CMD fails with ERRNO and
+# changes nothing, and the log after it is kpatch's one line, WHY
 refused() {
-	start_test "$1"
-	shift
-	expect_refused "$@"
+	refused_raw "$1" "$2" "$3" "$(shift 3; printf '%s' "$*")"
 }
 
-# refused_raw DESC ERRNO STRING: the same for an exact STRING
+# refused_raw DESC ERRNO WHY STRING: the same for an exact STRING
 refused_raw() {
 	start_test "$1"
-	expect_refused_raw "$2" "$3"
+	log_mark
+	expect_refused_raw "$2" "$4"
+	check_transcript "the log says why" <<EOF
+% echo '$(kp_logged "$4")' > control
+kpatch: $3
+EOF
 }
 
 base_line=$(pline base kpatch_test_target:kpatch_test_value_a "$a" \
@@ -104,56 +108,93 @@ nl='
 name63=$(printf '%063d' 0 | tr 0 n)
 name64=${name63}n
 
-refused_raw "empty command" EINVAL ""
-refused_raw "newline only" EINVAL "$nl"
-refused_raw "blanks only" EINVAL "  $tab $nl"
-refused "unknown verb" EINVAL frobnicate e1 "$b" "$b1"
-refused "verb in capitals" EINVAL PATCH e1 "$b" "$b1"
-refused "patch without a name" EINVAL patch
-refused "replace without a name" EINVAL replace
-refused "unpatch without a name" EINVAL unpatch
-refused "name of 64 characters" EINVAL patch "$name64" "$b" "$b1"
-refused "name with a dot" EINVAL patch bad.name "$b" "$b1"
-refused "name with a slash" EINVAL patch bad/name "$b" "$b1"
-refused "name with a colon" EINVAL patch bad:name "$b" "$b1"
-refused "name with a non-ASCII byte" EINVAL patch "bad$(printf '\351')name" "$b" "$b1"
-refused "unpatch with a bad name" EINVAL unpatch bad.name
-refused "no addresses" EINVAL patch e1
-refused "one address" EINVAL patch e1 "$b"
-refused "three addresses" EINVAL patch e1 "$b" "$b1" "$cmd"
-refused "OLD not hex" EINVAL patch e1 xyz "$b1"
-refused "OLD is 0x alone" EINVAL patch e1 0x "$b1"
-refused "OLD with trailing garbage" EINVAL patch e1 "${b}g" "$b1"
-refused "OLD with 0x twice" EINVAL patch e1 "0x0x$b" "$b1"
-refused "OLD negative" EINVAL patch e1 -1 "$b1"
-refused "OLD of 17 digits (overflow)" EINVAL patch e1 "1$b" "$b1"
-refused "NEW not hex" EINVAL patch e1 "$b" zz
-refused "OLD zero" EINVAL patch e1 0 "$b1"
-refused "OLD not a function start (+1)" EINVAL patch e1 "$(addr_add "$b" 1)" "$b1"
-refused "OLD at the ftrace call site (+4)" EINVAL patch e1 "$(addr_add "$b" 4)" "$b1"
-refused "OLD in kernel data" EINVAL patch e1 "$kdata" "$b1"
-refused "OLD in kernel read-only data" EINVAL patch e1 "$krodata" "$b1"
-refused "OLD in module data" EINVAL patch e1 "$tdata" "$b1"
-refused "OLD not traceable (notrace)" EINVAL patch e1 "$notrace" "$b1"
-refused "NEW zero" EINVAL patch e1 "$b" 0
-refused "NEW not a function start (+1)" EINVAL patch e1 "$b" "$(addr_add "$b1" 1)"
-refused "NEW in module data" EINVAL patch e1 "$b" "$ndata"
-refused "NEW in kernel read-only data" EINVAL patch e1 "$b" "$krodata"
-refused "the same OLD twice" EINVAL patch e1 "$b" "$b1" "$b" "$b2"
-refused "the same OLD twice, once with 0x" EINVAL patch e1 "$b" "$b1" "0x$b" "$b2"
-refused "the same OLD twice in replace" EINVAL replace e1 "$b" "$b1" "$b" "$b2"
+# What kpatch says about a refused command, the same for many cases
+unknown_cmd="(expected patch, replace, unpatch or check)"
+bad_name="the name must be 1 to 63 characters of A-Z a-z 0-9 _ -"
+pairs="patch: expected NAME and OLD NEW address pairs"
+not_hex="is not a pair of hexadecimal addresses"
+
+refused_raw "empty command" EINVAL "empty command" ""
+refused_raw "newline only" EINVAL "empty command" "$nl"
+refused_raw "blanks only" EINVAL "empty command" "  $tab $nl"
+refused "unknown verb" EINVAL "unknown command 'frobnicate' $unknown_cmd" frobnicate e1 "$b" "$b1"
+refused "verb in capitals" EINVAL "unknown command 'PATCH' $unknown_cmd" PATCH e1 "$b" "$b1"
+refused "patch without a name" EINVAL "patch: $bad_name" patch
+refused "replace without a name" EINVAL "replace: $bad_name" replace
+refused "unpatch without a name" EINVAL "unpatch: $bad_name" unpatch
+refused "name of 64 characters" EINVAL "patch: $bad_name" patch "$name64" "$b" "$b1"
+refused "name with a dot" EINVAL "patch: $bad_name" patch bad.name "$b" "$b1"
+refused "name with a slash" EINVAL "patch: $bad_name" patch bad/name "$b" "$b1"
+refused "name with a colon" EINVAL "patch: $bad_name" patch bad:name "$b" "$b1"
+refused "name with a non-ASCII byte" EINVAL "patch: $bad_name" patch "bad$(printf '\351')name" "$b" "$b1"
+refused "unpatch with a bad name" EINVAL "unpatch: $bad_name" unpatch bad.name
+refused "no addresses" EINVAL "$pairs" patch e1
+refused "one address" EINVAL "$pairs" patch e1 "$b"
+refused "three addresses" EINVAL "$pairs" patch e1 "$b" "$b1" "$cmd"
+refused "OLD not hex" EINVAL "patch e1: 'xyz $b1' $not_hex" patch e1 xyz "$b1"
+refused "OLD is 0x alone" EINVAL "patch e1: '0x $b1' $not_hex" patch e1 0x "$b1"
+refused "OLD with trailing garbage" EINVAL "patch e1: '${b}g $b1' $not_hex" patch e1 "${b}g" "$b1"
+refused "OLD with 0x twice" EINVAL "patch e1: '0x0x$b $b1' $not_hex" patch e1 "0x0x$b" "$b1"
+refused "OLD negative" EINVAL "patch e1: '-1 $b1' $not_hex" patch e1 -1 "$b1"
+refused "OLD of 17 digits (overflow)" EINVAL "patch e1: '1$b $b1' $not_hex" patch e1 "1$b" "$b1"
+refused "NEW not hex" EINVAL "patch e1: '$b zz' $not_hex" patch e1 "$b" zz
+refused "OLD zero" EINVAL "e1: old function 0 is not a kernel function" patch e1 0 "$b1"
+refused "OLD not a function start (+1)" EINVAL \
+	"e1: old function $(addr_add "$b" 1) is not the start of a function (kpatch_test_value_b+0x1)" \
+	patch e1 "$(addr_add "$b" 1)" "$b1"
+refused "OLD at the ftrace call site (+4)" EINVAL \
+	"e1: old function $(addr_add "$b" 4) is not the start of a function (kpatch_test_value_b+0x4)" \
+	patch e1 "$(addr_add "$b" 4)" "$b1"
+refused "OLD in kernel data" EINVAL "e1: old function $kdata (init_task) is not in kernel or module text" \
+	patch e1 "$kdata" "$b1"
+refused "OLD in kernel read-only data" EINVAL \
+	"e1: old function $krodata ($rodata_name) is not in kernel or module text" \
+	patch e1 "$krodata" "$b1"
+refused "OLD in module data" EINVAL \
+	"e1: old function $tdata (kpatch_test_target_data) is not in kernel or module text" \
+	patch e1 "$tdata" "$b1"
+refused "OLD not traceable (notrace)" EINVAL \
+	"e1: old function kpatch_test_value_notrace+0x0/0x0 [kpatch_test_target] cannot be traced by ftrace" \
+	patch e1 "$notrace" "$b1"
+refused "NEW zero" EINVAL "e1: new function 0 is not a kernel function" patch e1 "$b" 0
+refused "NEW not a function start (+1)" EINVAL \
+	"e1: new function $(addr_add "$b1" 1) is not the start of a function (kpatch_test_value_b_v1+0x1)" \
+	patch e1 "$b" "$(addr_add "$b1" 1)"
+refused "NEW in module data" EINVAL \
+	"e1: new function $ndata (kpatch_test_new_data) is not in kernel or module text" \
+	patch e1 "$b" "$ndata"
+refused "NEW in kernel read-only data" EINVAL \
+	"e1: new function $krodata ($rodata_name) is not in kernel or module text" \
+	patch e1 "$b" "$krodata"
+refused "the same OLD twice" EINVAL "e1: an old function appears twice" \
+	patch e1 "$b" "$b1" "$b" "$b2"
+refused "the same OLD twice, once with 0x" EINVAL "e1: an old function appears twice" \
+	patch e1 "$b" "$b1" "0x$b" "$b2"
+refused "the same OLD twice in replace" EINVAL "e1: an old function appears twice" \
+	replace e1 "$b" "$b1" "$b" "$b2"
 long="patch long $b $b1"
 long="patch long$(blanks $((4097 - ${#long} + 1)))$b $b1"
-refused_raw "command of 4097 bytes (${#long})" EINVAL "$long"
+refused_raw "command of 4097 bytes (${#long})" EINVAL "command longer than 4096 bytes" "$long"
 
 # ------------------------------------------------------- EEXIST, ENOENT
-refused "patch with a name in use" EEXIST patch base "$b" "$b1"
-refused "replace with a name in use" EEXIST replace base "$b" "$b1"
-refused "unpatch of an unknown name" ENOENT unpatch nosuch
+refused "patch with a name in use" EEXIST "patch 'base' refused: a patch with that name exists" \
+	patch base "$b" "$b1"
+refused "replace with a name in use" EEXIST "replace 'base' refused: a patch with that name exists" \
+	replace base "$b" "$b1"
+refused "unpatch of an unknown name" ENOENT "unpatch nosuch: no such patch" unpatch nosuch
 start_test "unpatch twice"
+log_mark
 expect_ok patch e2 "$b" "$b1"
 expect_ok unpatch e2
 expect_refused ENOENT unpatch e2
+check_transcript "the log says enabled, removed, then no such patch" <<EOF
+% echo 'patch e2 $b $b1' > control
+kpatch: patch 'e2' enabled (1 function)
+% echo 'unpatch e2' > control
+kpatch: patch 'e2' removed
+% echo 'unpatch e2' > control
+kpatch: unpatch e2: no such patch
+EOF
 
 # ------------------------------------------------ kpatch's own code
 # kpatch does not patch itself, redirect to itself or call itself as a
@@ -173,7 +214,8 @@ self_check() {
 	save_state
 	expect_errno EINVAL check "$@"
 	check_state_unchanged
-	check_log "the log says why, and the check's answer" <<EOF
+	check_transcript "the log says why, and the check's answer" <<EOF
+% echo 'check $*' > control
 kpatch: $_sc_line
 kpatch: check $1 '$2': would fail (-22)
 EOF
@@ -186,7 +228,8 @@ self_real() {
 	shift
 	log_mark
 	expect_refused EINVAL "$@"
-	check_log "the log says why" <<EOF
+	check_transcript "the log says why" <<EOF
+% echo '$*' > control
 kpatch: $_sr_line
 EOF
 }
@@ -219,6 +262,7 @@ self_real "$line" patch e1 "$b" "$b1" "pre-patch=$kreg"
 
 # ------------------------------------------------------------ accepted
 start_test "name of 63 characters"
+log_mark
 expect_ok patch "$name63" "$b" "$b1"
 check_patches "listed under its name" "$base_line" "$(b1_line "$name63")"
 check_sysfs_patches "sysfs directory under its name" base "$name63"
@@ -262,6 +306,38 @@ check_patches "listed" "$base_line" "$(b1_line long)"
 expect_ok unpatch long
 
 start_test "after all"
+# The transcript of the accepted cases: the log shows a tab as \t and a
+# newline as \n in a command, and cuts a long command short.
+check_transcript "the log says enabled and removed for each accepted case" <<EOF
+% echo 'patch $name63 $b $b1' > control
+kpatch: patch '$name63' enabled (1 function)
+% echo 'unpatch $name63' > control
+kpatch: patch '$name63' removed
+% echo 'patch AZaz09_- $b $b1' > control
+kpatch: patch 'AZaz09_-' enabled (1 function)
+% echo 'unpatch AZaz09_-' > control
+kpatch: patch 'AZaz09_-' removed
+% echo 'patch\ttabs\t$b\t$b1' > control
+kpatch: patch 'tabs' enabled (1 function)
+% echo 'unpatch\ttabs' > control
+kpatch: patch 'tabs' removed
+% echo 'patch nl $b $b1\n' > control
+kpatch: patch 'nl' enabled (1 function)
+% echo 'unpatch nl\n' > control
+kpatch: patch 'nl' removed
+% echo 'patch hex 0x$b 0x$b1' > control
+kpatch: patch 'hex' enabled (1 function)
+% echo 'unpatch hex' > control
+kpatch: patch 'hex' removed
+% echo 'patch hex1 0x$b $b1' > control
+kpatch: patch 'hex1' enabled (1 function)
+% echo 'unpatch hex1' > control
+kpatch: patch 'hex1' removed
+% echo '$(printf '%s' "$long" | cut -c 1-400)...(4096 bytes)' > control
+kpatch: patch 'long' enabled (1 function)
+% echo 'unpatch long' > control
+kpatch: patch 'long' removed
+EOF
 check_eq "base still in effect" "a=11 b=2" "$(target_values)"
 check_patches "only base listed" "$base_line"
 check_sysfs_patches "only base in sysfs" base

@@ -26,8 +26,15 @@ log_mark
 check_not "precondition: kpatch is not loaded" mod_loaded kpatch
 check_not "insmod kpatch_example fails without kpatch.ko" \
 	load_mod kpatch_example old_addr=0
-check_grep "the log names the missing kpatch_register" \
-	'kpatch_example: Unknown symbol kpatch_register' "$(log_since_mark)"
+# Each line twice: busybox's insmod tries init_module() after
+# finit_module() failed.
+check_transcript "the log names the missing kpatch_register" kpatch_example <<EOF
+% insmod kpatch_example.ko old_addr=0
+kpatch_example: Unknown symbol kpatch_register (err -2)
+kpatch_example: Unknown symbol kpatch_unregister (err -2)
+kpatch_example: Unknown symbol kpatch_register (err -2)
+kpatch_example: Unknown symbol kpatch_unregister (err -2)
+EOF
 
 setup_modules kpatch kpatch_test_new
 # As Documentation.txt does it (sym, below, also checks for one address)
@@ -56,10 +63,14 @@ check_patches "patches file is empty"
 check "rmmod kpatch_example succeeds after unpatch" unload_mod kpatch_example
 check_no_grep "its exit did not call kpatch_unregister()" \
 	'kpatch_unregister\(\) failed' "$(log_since_mark)"
-check_log "the log says enabled, then removed" kpatch_example <<EOF
+check_transcript "the log says enabled, then removed" kpatch_example <<EOF
+% insmod kpatch_example.ko old_addr=$old
 kpatch: tainting kernel with TAINT_LIVEPATCH
 kpatch: patch 'kpatch_example' enabled (1 function)
+% rmmod kpatch_example
+% echo 'unpatch kpatch_example' > control
 kpatch: patch 'kpatch_example' removed
+% rmmod kpatch_example
 EOF
 check_no_splat
 
@@ -75,10 +86,14 @@ check_no_grep "its exit did not call kpatch_unregister()" \
 	'kpatch_unregister\(\) failed' "$(log_since_mark)"
 expect_ok unpatch other
 check_eq "/proc/cmdline is the original again" "$orig" "$(cat /proc/cmdline)"
-check_log "the log says replaced by 'other', then 'other' removed" kpatch_example <<EOF
+check_transcript "the log says replaced by 'other', then 'other' removed" kpatch_example <<EOF
+% insmod kpatch_example.ko old_addr=0x$old
 kpatch: patch 'kpatch_example' enabled (1 function)
+% echo 'replace other $old $cmd1' > control
 kpatch: patch 'kpatch_example' removed
 kpatch: patch 'other' enabled (1 function)
+% rmmod kpatch_example
+% echo 'unpatch other' > control
 kpatch: patch 'other' removed
 EOF
 check_no_splat
@@ -87,26 +102,38 @@ start_test "refuses a wrong address"
 log_mark
 save_state
 check_not "insmod kpatch_example without old_addr fails" load_mod kpatch_example
-check_grep "the log says old_addr is required" \
-	'kpatch_example: old_addr=.* is required' "$(log_since_mark)"
+# Each line twice: when finit_module() fails, busybox's insmod tries
+# init_module() with the same file, so a refused init runs, and logs, twice.
+required="old_addr=<address of cmdline_proc_show in /proc/kallsyms> is required"
+check_transcript "the log says old_addr is required" kpatch_example <<EOF
+% insmod kpatch_example.ko
+kpatch_example: $required
+kpatch_example: $required
+EOF
 check_not "insmod kpatch_example old_addr=<version_proc_show> fails" \
 	load_mod kpatch_example "old_addr=$other"
-check_grep "the log names the function at that address" \
-	"kpatch_example: old_addr=$other is version_proc_show, not cmdline_proc_show" \
-	"$(log_since_mark)"
+check_transcript "the log names the function at that address" kpatch_example <<EOF
+% insmod kpatch_example.ko
+kpatch_example: $required
+kpatch_example: $required
+% insmod kpatch_example.ko old_addr=$other
+kpatch_example: old_addr=$other is version_proc_show, not cmdline_proc_show
+kpatch_example: old_addr=$other is version_proc_show, not cmdline_proc_show
+EOF
 check_not "insmod kpatch_example old_addr=<not hex> fails" \
 	load_mod kpatch_example old_addr=cmdline_proc_show
 check_not "kpatch_example is not loaded" mod_loaded kpatch_example
 check_state_unchanged
 check_eq "/proc/cmdline is the original" "$orig" "$(cat /proc/cmdline)"
-# Each line twice: when finit_module() fails, busybox's insmod tries
-# init_module() with the same file, so a refused init runs, and logs, twice.
 # The last two are the kernel's: old_addr is an unsigned long parameter.
-check_log "the log says why; kpatch says nothing" kpatch_example <<EOF
-kpatch_example: old_addr=<address of cmdline_proc_show in /proc/kallsyms> is required
-kpatch_example: old_addr=<address of cmdline_proc_show in /proc/kallsyms> is required
+check_transcript "the log says why; kpatch says nothing" kpatch_example <<EOF
+% insmod kpatch_example.ko
+kpatch_example: $required
+kpatch_example: $required
+% insmod kpatch_example.ko old_addr=$other
 kpatch_example: old_addr=$other is version_proc_show, not cmdline_proc_show
 kpatch_example: old_addr=$other is version_proc_show, not cmdline_proc_show
+% insmod kpatch_example.ko old_addr=cmdline_proc_show
 kpatch_example: \`cmdline_proc_show' invalid for parameter \`old_addr'
 kpatch_example: \`cmdline_proc_show' invalid for parameter \`old_addr'
 EOF

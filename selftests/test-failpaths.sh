@@ -42,19 +42,21 @@ busy_pid=$(modparam kpatch_test_busy pid)
 orig_cmdline=$(cat /proc/cmdline)
 
 busy_param() {
-	diag "% echo $2 > /sys/module/kpatch_test_busy/parameters/$1"
-	echo "$2" >"/sys/module/kpatch_test_busy/parameters/$1"
+	set_param kpatch_test_busy "$1" "$2"
 }
 
-# refused_with_log ERRNO ERE CMD...: the command fails with ERRNO, changes
-# nothing, logs a line matching ERE, and nothing new runs
+# refused_with_log ERRNO WHY CMD...: the command fails with ERRNO, changes
+# nothing, kpatch's lines after it are WHY, and nothing new runs
 refused_with_log() {
 	_rwl_errno=$1
-	_rwl_re=$2
+	_rwl_why=$2
 	shift 2
 	log_mark
 	expect_refused "$_rwl_errno" "$@"
-	check_grep "the log says why" "$_rwl_re" "$(log_since_mark)"
+	check_transcript "the log says why" <<EOF
+% echo '$(kp_logged "$*")' > control
+$_rwl_why
+EOF
 	check_eq "values unchanged" "a=1 b=22" "$(target_values)"
 	check_eq "/proc/cmdline unchanged" "$orig_cmdline" "$(cat /proc/cmdline)"
 }
@@ -64,24 +66,26 @@ expect_ok patch base "$b" "$b2"
 check_eq "base patch in effect" "a=1 b=22" "$(target_values)"
 
 start_test "ftrace cannot trace the k-th function"
-refused_with_log EINVAL "kpatch: .*kpatch_test_value_notrace.* cannot be traced" \
+why="kpatch: fp: old function kpatch_test_value_notrace+0x_/0x_ [kpatch_test_target] cannot be traced by ftrace"
+refused_with_log EINVAL "$why" \
 	patch fp "$notrace" "$a1" "$a" "$a1" "$cmd" "$cmd1"
-refused_with_log EINVAL "kpatch: .*kpatch_test_value_notrace.* cannot be traced" \
+refused_with_log EINVAL "$why" \
 	patch fp "$a" "$a1" "$notrace" "$b1" "$cmd" "$cmd1"
-refused_with_log EINVAL "kpatch: .*kpatch_test_value_notrace.* cannot be traced" \
+refused_with_log EINVAL "$why" \
 	patch fp "$a" "$a1" "$cmd" "$cmd1" "$notrace" "$b1"
 
 start_test "an IPMODIFY user owns the last function"
 if load_mod kpatch_test_kprobe func=kpatch_test_value_a post=1; then
 	ok "kprobe with a post_handler on kpatch_test_value_a"
 	check "ftrace lists the kprobe's function" ftrace_enabled kpatch_test_value_a
-	refused_with_log EBUSY "kpatch: .*kpatch_test_value_a" \
+	why="ftrace cannot redirect kpatch_test_value_a+0x_/0x_ [kpatch_test_target] (-16); is a kprobe or another live patch on it?"
+	refused_with_log EBUSY "kpatch: patch 'fp' refused: $why" \
 		patch fp "$cmd" "$cmd1" "$b" "$b1" "$a" "$a1"
 	start_test "an IPMODIFY user owns the first function"
-	refused_with_log EBUSY "kpatch: .*kpatch_test_value_a" \
+	refused_with_log EBUSY "kpatch: patch 'fp' refused: $why" \
 		patch fp "$a" "$a1" "$cmd" "$cmd1" "$b" "$b1"
 	start_test "a replace meets an IPMODIFY user"
-	refused_with_log EBUSY "kpatch: .*kpatch_test_value_a" \
+	refused_with_log EBUSY "kpatch: replace 'fp' refused: $why" \
 		replace fp "$cmd" "$cmd1" "$a" "$a1"
 	check_patches "base still the only patch" \
 		"$(pline base kpatch_test_target:kpatch_test_value_b "$b" \
@@ -93,12 +97,15 @@ else
 fi
 
 start_test "the stack check fails on the first function"
-busy_re="kpatch: .*kpatch_test_busy_fn.*pid $busy_pid|kpatch: .*pid $busy_pid .*kpatch_test_busy_fn"
-refused_with_log EBUSY "$busy_re" patch fp "$fn" "$fn_new" "$a" "$a1" "$cmd" "$cmd1"
+why="kpatch_test_busy_fn+0x_/0x_ [kpatch_test_busy] is on the stack of pid $busy_pid (kpatch_busy)"
+refused_with_log EBUSY "$(refused_lines patch fp "$why")" \
+	patch fp "$fn" "$fn_new" "$a" "$a1" "$cmd" "$cmd1"
 start_test "the stack check fails on the last function"
-refused_with_log EBUSY "$busy_re" patch fp "$a" "$a1" "$cmd" "$cmd1" "$fn" "$fn_new"
+refused_with_log EBUSY "$(refused_lines patch fp "$why")" \
+	patch fp "$a" "$a1" "$cmd" "$cmd1" "$fn" "$fn_new"
 start_test "a replace fails the stack check"
-refused_with_log EBUSY "$busy_re" replace fp "$a" "$a1" "$fn" "$fn_new"
+refused_with_log EBUSY "$(refused_lines replace fp "$why")" \
+	replace fp "$a" "$a1" "$fn" "$fn_new"
 check_eq "the busy thread never ran the new function" 0 \
 	"$(modparam kpatch_test_busy new_calls)"
 
@@ -113,15 +120,19 @@ if wait_until modparam_is kpatch_test_busy state 3; then
 	ok "the busy thread waits in kpatch_test_busy_fn_new"
 	log_mark
 	expect_refused EBUSY unpatch held
-	check_grep "the log names the new function and the task" \
-		"kpatch: .*kpatch_test_busy_fn_new.*pid $busy_pid|kpatch: .*pid $busy_pid .*kpatch_test_busy_fn_new" \
-		"$(log_since_mark)"
+	why="kpatch_test_busy_fn_new+0x_/0x_ [kpatch_test_busy] is on the stack of pid $busy_pid (kpatch_busy)"
+	check_transcript "the log names the new function and the task" <<EOF
+% echo 'unpatch held' > control
+$(refused_lines unpatch held "$why")
+EOF
 	check_eq "held still in effect" "a=11 b=22" "$(target_values)"
 	start_test "a replace that must remove a patch on a stack"
 	log_mark
 	expect_refused EBUSY replace fp "$cmd" "$cmd1"
-	check_grep "the log names the new function" \
-		"kpatch: .*kpatch_test_busy_fn_new" "$(log_since_mark)"
+	check_transcript "the log names the new function" <<EOF
+% echo 'replace fp $cmd $cmd1' > control
+$(refused_lines replace fp "$why")
+EOF
 	check_eq "held and base still in effect" "a=11 b=22" "$(target_values)"
 else
 	not_ok "the busy thread waits in kpatch_test_busy_fn_new"

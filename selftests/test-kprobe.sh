@@ -24,6 +24,11 @@ check "precondition: cmdline_proc_show is in enabled_functions" \
 	ftrace_enabled cmdline_proc_show
 expect_refused EBUSY patch kp1 "$cmd" "$cmd1"
 check_eq "/proc/cmdline unchanged" "$orig" "$(cat /proc/cmdline)"
+check_transcript "the log says ftrace refused, and suggests why" <<EOF
+% insmod kpatch_test_kprobe.ko func=cmdline_proc_show
+% echo 'patch kp1 $cmd $cmd1' > control
+kpatch: patch 'kp1' refused: ftrace cannot redirect cmdline_proc_show+0x_/0x_ (-16); is a kprobe or another live patch on it?
+EOF
 check "rmmod kpatch_test_kprobe succeeds" unload_mod kpatch_test_kprobe
 expect_ok patch kp1 "$cmd" "$cmd1"
 check_eq "without the kprobe the patch applies" "kpatch-test v1" "$(cat /proc/cmdline)"

@@ -36,12 +36,6 @@ SC=kpatch_test_sc
 KPROBE=kpatch_test_kprobe
 KPROBES_LIST=/sys/kernel/debug/kprobes/list
 
-# param MOD NAME VALUE: write a module parameter
-param() {
-	diag "% echo $3 > /sys/module/$1/parameters/$2"
-	echo "$3" >"/sys/module/$1/parameters/$2"
-}
-
 # asleep PID: the task is blocked (state S)
 asleep() {
 	_as=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
@@ -92,15 +86,15 @@ near=$(sym kpatch_test_sc_near "$SC") || bail "setup: find kpatch_test_sc_near"
 pcpid=$(modparam "$PC" pid)
 reader=
 # Every refusal here is a task asleep until released: no retries.
-param kpatch retries 0
+set_param kpatch retries 0
 
 start_test "a kprobe on the jump of an old function into its piece"
 log_mark
 # kpatch_test_pc_g: the fentry call (5 bytes), testl (2), then the jne.
 probe_on kpatch_test_pc_g 7
 tail0=$(modparam "$PC" tail)
-param "$PC" hold 1
-param "$PC" call g
+set_param "$PC" hold 1
+set_param "$PC" call g
 check "the thread sleeps in a call made from kpatch_test_pc_g.part.0" \
 	wait_until pc_asleep
 check_grep "the kprobe fired on the jne" '^[1-9]' "$(modparam "$KPROBE" hits)"
@@ -108,14 +102,15 @@ diag "stack of pid $pcpid:" "$(cat "/proc/$pcpid/stack" 2>&1)"
 log_mark
 kp patch k1 "$g" "$pg" || :
 check_eq "patch k1 -> EBUSY" EBUSY "$KP_RESULT"
-check_log "the log names the piece and the thread" <<EOF
+check_transcript "the log names the piece and the thread" <<EOF
+% echo 'patch k1 $g $pg' > control
 kpatch: patch 'k1' refused: kpatch_test_pc_g.part.0+0x_/0x_ [$PC] is on the stack of pid $pcpid (kpatch_pc)
 EOF
 patched=no
 if is_patched k1; then
 	patched=yes
 fi
-param "$PC" hold 0
+set_param "$PC" hold 0
 check "the thread's call returned" wait_until modparam_is "$PC" call none
 if [ "$patched" = yes ]; then
 	check_eq "no old code ran after patch k1 took effect (tail)" \
@@ -130,8 +125,8 @@ check_no_splat
 # to the helper; it sleeps in kpatch_test_sc_slow(), called from the
 # helper.  Sets rpid and rcomm.
 near_enter() {
-	param "$SC" hold 1
-	diag "% cat $TARGET_VALUES > $KP_TMP/values &"
+	set_param "$SC" hold 1
+	log_command "cat $TARGET_VALUES > $KP_TMP/values &"
 	cat "$TARGET_VALUES" >"$KP_TMP/values" 2>&1 &
 	reader=$!
 	check "the reader sleeps in a call made from kpatch_test_sc_near_helper" \
@@ -144,7 +139,7 @@ near_enter() {
 # near_leave NAME: let the reader go; it ran the helper (63).  Then
 # unpatch NAME if it is still in effect.
 near_leave() {
-	param "$SC" hold 0
+	set_param "$SC" hold 0
 	wait "$reader"
 	reader=
 	check_eq "the reader ran the new code (the helper's 63)" "a=1 b=63" \
@@ -165,7 +160,8 @@ expect_refused EBUSY unpatch k2
 # kpatch cannot read the jmp under the INT3, so it checks the whole
 # module, and names the innermost of its frames on the reader's stack:
 # the helper's callee, where the reader sleeps.
-check_log "the log names the module's code and the reader" <<EOF
+check_transcript "the log names the module's code and the reader" <<EOF
+% echo 'unpatch k2' > control
 kpatch: unpatch 'k2' refused: kpatch_test_sc_slow+0x_/0x_ [$SC] is on the stack of pid $rpid ($rcomm)
 EOF
 if is_patched k2; then
@@ -185,7 +181,8 @@ expect_ok patch k3 "$b" "$near"
 near_enter
 log_mark
 expect_refused EBUSY unpatch k3
-check_log "the log names the helper and the reader" <<EOF
+check_transcript "the log names the helper and the reader" <<EOF
+% echo 'unpatch k3' > control
 kpatch: unpatch 'k3' refused: kpatch_test_sc_near_helper+0x_/0x_ [$SC] is on the stack of pid $rpid ($rcomm)
 EOF
 near_leave k3

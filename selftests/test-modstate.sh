@@ -43,7 +43,7 @@ a1=$(sym kpatch_test_value_a_v1 kpatch_test_new) || bail "setup: find kpatch_tes
 coming_start() {
 	kallsyms_changed
 	rm -f "$KP_TMP/insmod.out" "$KP_TMP/insmod.rc"
-	diag "% insmod kpatch_test_coming.ko &"
+	log_command "insmod kpatch_test_coming.ko &"
 	{
 		insmod "$KPATCH_MODDIR/kpatch_test_coming.ko" >"$KP_TMP/insmod.out" 2>&1
 		echo $? >"$KP_TMP/insmod.rc"
@@ -57,13 +57,12 @@ coming_start() {
 # after a failed finit_module(), so a failed init runs twice: the second
 # try waits for a go of its own.
 coming_finish() {
-	diag "% echo $1 > $COMING_PARAMS/go"
-	echo "$1" >"$COMING_PARAMS/go"
+	set_param kpatch_test_coming go "$1"
 	_cf_i=0
 	while [ ! -e "$KP_TMP/insmod.rc" ] && [ "$_cf_i" -lt "$KP_WAIT_TRIES" ]; do
 		if modparam_is kpatch_test_coming loading 1 &&
 		   modparam_is kpatch_test_coming go 0; then
-			diag "% echo $1 > $COMING_PARAMS/go (insmod's second try)"
+			log_command "echo $1 > $COMING_PARAMS/go (insmod's second try)"
 			echo "$1" >"$COMING_PARAMS/go" 2>/dev/null
 		fi
 		_cf_i=$((_cf_i + 1))
@@ -83,15 +82,21 @@ modstate_cleanup() {
 }
 KP_CLEANUP_HOOK=modstate_cleanup
 
-# says_coming NAME TEXT: does a kpatch line of TEXT name the patch NAME
-# and the module kpatch_test_coming, and say "coming" (a word of its own,
-# not part of a name)?
-says_coming() {
-	printf '%s\n' "$2" | grep -F 'kpatch: ' |
-		grep -E "(^|[^[:alnum:]_])$1([^[:alnum:]_]|\$)" |
-		grep -E 'kpatch_test_coming([^[:alnum:]_]|$)' |
-		sed 's/[[:alnum:]_]*kpatch_test_coming[[:alnum:]_]*//g' |
-		grep -Eq '(^|[^[:alnum:]_])coming([^[:alnum:]_]|$)'
+# coming: how kpatch says that an address lies in kpatch_test_coming
+coming="is in module kpatch_test_coming, which is coming (its init has not finished)"
+
+# init_fails [taint]: what kpatch logs when kpatch_test_api's init fails
+# after kpatch_register(): the patch enabled and taken out as the module
+# goes, twice (busybox's insmod tries init_module() after finit_module()
+# failed); with "taint", the first enable of this kpatch.ko taints
+init_fails() {
+	[ "${1:-}" != taint ] ||
+		echo "kpatch: tainting kernel with TAINT_LIVEPATCH"
+	for _if in 1 2; do
+		echo "kpatch: patch 'kpatch_test_api' enabled (1 function)"
+		echo "kpatch: module kpatch_test_api is going away with its patch enabled (its init failed): taking the patch out"
+		echo "kpatch: patch 'kpatch_test_api' removed"
+	done
 }
 
 start_test "a module in its init"
@@ -105,18 +110,18 @@ cfn=$(sym kpatch_test_coming_fn kpatch_test_coming) ||
 
 log_mark
 expect_refused EBUSY patch cnew "$a" "$cfn"
-msgs=$(log_since_mark)
-diag "kernel log:" "$msgs"
-check "kernel log: the new function is in kpatch_test_coming, which is coming" \
-	says_coming cnew "$msgs"
+check_transcript "kernel log: the new function is in kpatch_test_coming, which is coming" <<EOF
+% echo 'patch cnew $a $cfn' > control
+kpatch: cnew: new function $cfn (kpatch_test_coming_fn) $coming
+EOF
 check_eq "kpatch_test_value_a unchanged" "a=1 b=2" "$(target_values)"
 
 log_mark
 expect_refused EBUSY patch cold "$cfn" "$a1"
-msgs=$(log_since_mark)
-diag "kernel log:" "$msgs"
-check "kernel log: the old function is in kpatch_test_coming, which is coming" \
-	says_coming cold "$msgs"
+check_transcript "kernel log: the old function is in kpatch_test_coming, which is coming" <<EOF
+% echo 'patch cold $cfn $a1' > control
+kpatch: cold: old function $cfn (kpatch_test_coming_fn) $coming
+EOF
 check_eq "the init still waits" 1 "$(modparam kpatch_test_coming loading)"
 check_no_splat
 
@@ -162,9 +167,10 @@ check_not "insmod kpatch_test_api fail_init=1 fails" \
 check_grep "insmod reports EINVAL" '[Ii]nvalid' "$KP_OUT"
 check_not "kpatch_test_api is not loaded" mod_loaded kpatch_test_api
 msgs=$(log_since_mark)
-diag "kernel log:" "$msgs"
-check_grep "kpatch_register() had enabled the patch" \
-	"patch 'kpatch_test_api' enabled" "$msgs"
+check_transcript "kpatch_register() had enabled the patch, twice: busybox's insmod runs a failed init twice" <<EOF
+% insmod kpatch_test_api.ko fail_init=1
+$(init_fails)
+EOF
 check_grep "kpatch logs that the patch is removed" \
 	"patch 'kpatch_test_api' removed" "$msgs"
 if [ -e "$KP_SYSFS_PATCHES/kpatch_test_api" ]; then
@@ -192,19 +198,20 @@ check_eq "original values" "a=1 b=2" "$(target_values)"
 check "rmmod kpatch_test_api succeeds" unload_mod kpatch_test_api
 check_no_splat
 
-# going_first: insmod kpatch_test_api fail_init=1 while kpatch_test_notify
-# watches it: in every GOING notification of the module, its notifier
-# must see kpatch_test_value_a() return 1, the patch out already
+# going_first [taint]: insmod kpatch_test_api fail_init=1 while
+# kpatch_test_notify watches it: in every GOING notification of the
+# module, its notifier must see kpatch_test_value_a() return 1, the patch
+# out already ("taint": kpatch.ko has patched nothing yet)
 going_first() {
 	log_mark
 	check_eq "precondition: original values" "a=1 b=2" "$(target_values)"
 	check_not "insmod kpatch_test_api fail_init=1 fails" \
 		load_mod kpatch_test_api fail_init=1
 	check_not "kpatch_test_api is not loaded" mod_loaded kpatch_test_api
-	msgs=$(log_since_mark)
-	diag "kernel log:" "$msgs"
-	check_grep "kpatch_register() had enabled the patch" \
-		"patch 'kpatch_test_api' enabled" "$msgs"
+	check_transcript "kpatch_register() had enabled the patch" <<EOF
+% insmod kpatch_test_api.ko fail_init=1
+$(init_fails "$@")
+EOF
 	seen=$(modparam kpatch_test_notify seen)
 	check "the notifier ran in kpatch_test_api's GOING notification" \
 		test -n "$seen"
@@ -229,4 +236,4 @@ unload_kpatch || bail "setup: rmmod kpatch"
 load_mod kpatch_test_notify watch=kpatch_test_api ||
 	bail "setup: load kpatch_test_notify watch=kpatch_test_api"
 load_kpatch || bail "setup: load kpatch.ko after kpatch_test_notify"
-going_first
+going_first taint

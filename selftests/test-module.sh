@@ -38,6 +38,13 @@ check_patches "patches file is empty"
 check_sysfs_patches "sysfs directory removed"
 check_not "kpatch_test_value_a is gone from enabled_functions" \
 	ftrace_enabled kpatch_test_value_a
+check_transcript "the log says enabled, then removed" <<EOF
+% echo 'patch p_a $a $a1' > control
+kpatch: tainting kernel with TAINT_LIVEPATCH
+kpatch: patch 'p_a' enabled (1 function)
+% echo 'unpatch p_a' > control
+kpatch: patch 'p_a' removed
+EOF
 check_no_splat
 
 start_test "two functions in one patch"
@@ -50,16 +57,30 @@ expect_ok unpatch p_ab
 check_eq "both functions restored" "a=1 b=2" "$(target_values)"
 check_patches "patches file is empty"
 check_sysfs_patches "sysfs directory removed"
+check_transcript "the log counts two functions" <<EOF
+% echo 'patch p_ab $a $a1 $b $b1' > control
+kpatch: patch 'p_ab' enabled (2 functions)
+% echo 'unpatch p_ab' > control
+kpatch: patch 'p_ab' removed
+EOF
 check_no_splat
 
 start_test "bad second pair refuses the whole patch"
 log_mark
 expect_refused EINVAL patch p_half "$a" "$a1" "$b" "$(addr_add "$b1" 1)"
 check_eq "neither function changed" "a=1 b=2" "$(target_values)"
+check_transcript "the log names the bad address, and nothing else" <<EOF
+% echo 'patch p_half $a $a1 $b $(addr_add "$b1" 1)' > control
+kpatch: p_half: new function $(addr_add "$b1" 1) is not the start of a function (kpatch_test_value_b_v1+0x1)
+EOF
 check_no_splat
 
 start_test "bad first pair refuses the whole patch"
 log_mark
 expect_refused EINVAL patch p_half "$(addr_add "$a" 1)" "$a1" "$b" "$b1"
 check_eq "neither function changed" "a=1 b=2" "$(target_values)"
+check_transcript "the log names the bad address, and nothing else" <<EOF
+% echo 'patch p_half $(addr_add "$a" 1) $a1 $b $b1' > control
+kpatch: p_half: old function $(addr_add "$a" 1) is not the start of a function (kpatch_test_value_a+0x1)
+EOF
 check_no_splat

@@ -75,8 +75,7 @@ MAX_TRIES=20
 setup_modules kpatch kpatch_test_nmi
 # One try per command: this test counts tries and retries EBUSY itself.
 if [ -w /sys/module/kpatch/parameters/retries ]; then
-	echo 0 >/sys/module/kpatch/parameters/retries ||
-		bail "setup: kpatch retries=0"
+	set_param kpatch retries 0 || bail "setup: kpatch retries=0"
 fi
 f=$(sym kpatch_test_nmi_f kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_f"
 g=$(sym kpatch_test_nmi_g kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_g"
@@ -370,12 +369,13 @@ data_violations
 
 # ---------------------------------------------------------- failure paths --
 
-# refused_by_nmi WHAT NAME: an NMI made WHAT (patch, replace, unpatch) of
-# NAME fail with EBUSY, and the kernel log says f was called
+# refused_by_nmi CMD...: an NMI made CMD (patch, replace, unpatch NAME
+# ...) fail with EBUSY, and the log after the command says f was called
 refused_by_nmi() {
-	check_grep "the log names the function the NMI called" \
-		"kpatch: $1 '$2' refused: kpatch_test_nmi_f\\+0x[0-9a-f]+/0x[0-9a-f]+ \\[kpatch_test_nmi\\] was called during the update" \
-		"$(log_since_mark)"
+	check_transcript "the log names the function the NMI called" <<EOF
+% echo '$(kp_logged "$*")' > control
+kpatch: $1 '$2' refused: kpatch_test_nmi_f+0x_/0x_ [kpatch_test_nmi] was called during the update, from an NMI; rolled back
+EOF
 }
 
 # forced CMD...: with the hook armed, CMD fails with EBUSY, changes
@@ -390,7 +390,7 @@ forced() {
 	expect_refused EBUSY "$@"
 	check_eq "the hook made an NMI land during the update" \
 		$((_fo_n + 1)) "$(nmi forced)"
-	refused_by_nmi "$1" "$2"
+	refused_by_nmi "$@"
 	check_eq "the update was rolled back: its undo hooks ran" \
 		$((_fo_rb + 1)) "$(nmi rollbacks)"
 	check_eq "the data is byte-identical" "$_fo_data" "$(nmi data)"

@@ -35,12 +35,6 @@
 OWN=kpatch_test_own
 KP_CHECK=$KP_DEBUGFS/check
 
-# param MOD NAME VALUE: write a module parameter
-param() {
-	diag "% echo $3 > /sys/module/$1/parameters/$2"
-	echo "$3" >"/sys/module/$1/parameters/$2"
-}
-
 # own NAME: a parameter of kpatch_test_own
 own() {
 	modparam "$OWN" "$1"
@@ -68,7 +62,7 @@ above() {
 }
 
 hold_thread() {
-	param "$OWN" hold_thread 1
+	set_param "$OWN" hold_thread 1
 	check "the thread sleeps in kpatch_test_own_thread_wait" \
 		wait_until sleeping_in thread
 }
@@ -76,8 +70,8 @@ hold_thread() {
 # hold_work: the work item sleeps in kpatch_test_own_work; sets wpid
 # and wcomm, the kworker that runs it
 hold_work() {
-	param "$OWN" hold_work 1
-	param "$OWN" queue_work 1
+	set_param "$OWN" hold_work 1
+	set_param "$OWN" queue_work 1
 	check "the work item sleeps in kpatch_test_own_work" \
 		wait_until sleeping_in work
 	wpid=$(own work_pid)
@@ -87,20 +81,20 @@ hold_work() {
 
 release_thread() {
 	_rt_runs=$(own thread_runs)
-	param "$OWN" hold_thread 0
+	set_param "$OWN" hold_thread 0
 	check "the thread runs on" wait_until above thread_runs "$_rt_runs"
 }
 
 # run_work: queue the work item (not held) and wait for its run
 run_work() {
 	_rn_runs=$(own work_runs)
-	param "$OWN" queue_work 1
+	set_param "$OWN" queue_work 1
 	check "the work item runs" wait_until above work_runs "$_rn_runs"
 }
 
 release_work() {
 	_rw_runs=$(own work_runs)
-	param "$OWN" hold_work 0
+	set_param "$OWN" hold_work 0
 	check "the work item finishes" wait_until above work_runs "$_rw_runs"
 	run_work
 }
@@ -157,9 +151,9 @@ gone() {
 	diag "patch $1 is still enabled; unpatching it"
 	kp unpatch "$1" && return 0
 	diag "stopping the module's thread to take $1 out"
-	param "$OWN" thread 0
+	set_param "$OWN" thread 0
 	kp unpatch "$1" || :
-	param "$OWN" thread 1
+	set_param "$OWN" thread 1
 	pid=$(own pid)
 }
 
@@ -189,7 +183,7 @@ own_ind=$(sym kpatch_test_own_indirect "$OWN") || bail "setup: find kpatch_test_
 pid=$(own pid)
 reader=
 # Every refusal here is a task asleep until released: no retries.
-param kpatch retries 0
+set_param kpatch retries 0
 
 start_test "the module's thread and work item run"
 log_mark
@@ -209,8 +203,10 @@ log_mark
 dry OK unpatch o1
 check_result "check file: unpatch o1 would apply" "unpatch o1 0"
 expect_ok unpatch o1
-check_log "the log says it would apply, then removed" <<EOF
+check_transcript "the log says it would apply, then removed" <<EOF
+% echo 'check unpatch o1' > control
 kpatch: check unpatch 'o1': would apply now
+% echo 'unpatch o1' > control
 kpatch: patch 'o1' removed
 EOF
 check_eq "a returns 1 again" "a=1 b=2" "$(target_values)"
@@ -230,8 +226,10 @@ log_mark
 dry OK replace o2 "$b" "$b1"
 check_result "check file: replace o2 would apply" "replace o2 0"
 expect_ok replace o2 "$b" "$b1"
-check_log "the log says it would apply, o1 removed, o2 enabled" <<EOF
+check_transcript "the log says it would apply, o1 removed, o2 enabled" <<EOF
+% echo 'check replace o2 $b $b1' > control
 kpatch: check replace 'o2': would apply now
+% echo 'replace o2 $b $b1' > control
 kpatch: patch 'o1' removed
 kpatch: patch 'o2' enabled (1 function)
 EOF
@@ -254,10 +252,10 @@ log_mark
 expect_ok patch o3 "$b" "$own_tail"
 hold_thread
 hold_work
-param "$OWN" hold_helper 1
+set_param "$OWN" hold_helper 1
 # A reader of kpatch_test_target's values calls kpatch_test_value_b(),
 # redirected to kpatch_test_own_tail(), which jumps to the helper.
-diag "% cat $TARGET_VALUES > $KP_TMP/values &"
+log_command "cat $TARGET_VALUES > $KP_TMP/values &"
 cat "$TARGET_VALUES" >"$KP_TMP/values" 2>&1 &
 reader=$!
 check "the reader sleeps in kpatch_test_own_helper" \
@@ -271,13 +269,15 @@ check_grep "check file lists the reader in the helper" \
 	"$(blocker "$hpid" kpatch_test_own_helper "$hcomm")" "$(check_file)"
 check_result "check file: the reader, and no other task" "unpatch o3 -16" \
 	"$(blocker "$hpid" kpatch_test_own_helper "$hcomm")"
-check_log "the dry run's log names the reader, and no other task" <<EOF
+check_transcript "the dry run's log names the reader, and no other task" <<EOF
+% echo 'check unpatch o3' > control
 kpatch: check unpatch 'o3': would fail (-16): 1 task in the way
 kpatch: check unpatch 'o3': pid $hpid ($hcomm) in kpatch_test_own_helper+0x_/0x_ [$OWN]
 EOF
 log_mark
 expect_refused EBUSY unpatch o3
-check_log "the log names the helper and the reader" <<EOF
+check_transcript "the log names the helper and the reader" <<EOF
+% echo 'unpatch o3' > control
 kpatch: unpatch 'o3' refused: kpatch_test_own_helper+0x_/0x_ [$OWN] is on the stack of pid $hpid ($hcomm)
 EOF
 if is_patched o3; then
@@ -287,14 +287,15 @@ else
 	diag "not tried: o3 is gone, nothing would stop the rmmod" \
 		"and the reader would wake up in freed memory"
 fi
-param "$OWN" hold_helper 0
+set_param "$OWN" hold_helper 0
 wait "$reader"
 reader=
 check_eq "the reader ran the new code (the helper's 53)" "a=1 b=53" \
 	"$(cat "$KP_TMP/values")"
 log_mark
 expect_ok unpatch o3
-check_log "once the reader is out, o3 goes" <<EOF
+check_transcript "once the reader is out, o3 goes" <<EOF
+% echo 'unpatch o3' > control
 kpatch: patch 'o3' removed
 EOF
 check_eq "b returns 2 again" "a=1 b=2" "$(target_values)"
@@ -315,8 +316,10 @@ log_mark
 dry OK unpatch o4
 check_result "check file: unpatch o4 would apply" "unpatch o4 0"
 expect_ok unpatch o4
-check_log "the log says it would apply, then removed" <<EOF
+check_transcript "the log says it would apply, then removed" <<EOF
+% echo 'check unpatch o4' > control
 kpatch: check unpatch 'o4': would apply now
+% echo 'unpatch o4' > control
 kpatch: patch 'o4' removed
 EOF
 check_eq "a returns 1 again" "a=1 b=2" "$(target_values)"
@@ -335,20 +338,23 @@ check_grep "check file lists the kworker in kpatch_test_own_work" \
 	"$(blocker "$wpid" kpatch_test_own_work "$wcomm")" "$(check_file)"
 check_result "check file: the kworker, and not the module's own thread" \
 	"unpatch o5 -16" "$(blocker "$wpid" kpatch_test_own_work "$wcomm")"
-check_log "the dry run's log names the kworker only" <<EOF
+check_transcript "the dry run's log names the kworker only" <<EOF
+% echo 'check unpatch o5' > control
 kpatch: check unpatch 'o5': would fail (-16): 1 task in the way
 kpatch: check unpatch 'o5': pid $wpid ($wcomm) in kpatch_test_own_work+0x_/0x_ [$OWN]
 EOF
 log_mark
 expect_refused EBUSY unpatch o5
-check_log "the log names the work function and the kworker" <<EOF
+check_transcript "the log names the work function and the kworker" <<EOF
+% echo 'unpatch o5' > control
 kpatch: unpatch 'o5' refused: kpatch_test_own_work+0x_/0x_ [$OWN] is on the stack of pid $wpid ($wcomm)
 EOF
 check_eq "o5 still in effect" "a=54 b=2" "$(target_values)"
 release_work
 log_mark
 expect_ok unpatch o5
-check_log "once the work item is out, o5 goes" <<EOF
+check_transcript "once the work item is out, o5 goes" <<EOF
+% echo 'unpatch o5' > control
 kpatch: patch 'o5' removed
 EOF
 check_eq "the thread still sleeps in its wait" 1 "$(own thread_state)"

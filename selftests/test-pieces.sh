@@ -42,8 +42,7 @@ COLD=kpatch_test_cold
 
 # param NAME VALUE: write a parameter of kpatch_test_cold
 param() {
-	diag "% echo $2 > /sys/module/$COLD/parameters/$1"
-	echo "$2" >"/sys/module/$COLD/parameters/$1"
+	set_param "$COLD" "$1" "$2"
 }
 
 PC=kpatch_test_pc
@@ -92,8 +91,7 @@ check "the thread sleeps in kpatch_test_cold_wait" \
 	wait_until modparam_is "$COLD" state 1
 diag "stack of pid $pid:" "$(cat "/proc/$pid/stack" 2>&1)"
 param_retries() {
-	diag "% echo $1 > /sys/module/kpatch/parameters/retries"
-	echo "$1" >/sys/module/kpatch/parameters/retries
+	set_param kpatch retries "$1"
 }
 # The thread sleeps until released: every try would fail the same.
 param_retries 0
@@ -105,9 +103,14 @@ else
 	diag "expected EBUSY, got $KP_RESULT"
 fi
 param_retries "$retries"
-check_grep "log: patch 'c1' refused, naming kpatch_test_cold_fn.cold and pid $pid" \
-	"patch 'c1' refused.*kpatch_test_cold_fn[.]cold[+]0x[0-9a-f]+/0x[0-9a-f]+ \\[$COLD\\].*pid $pid \\(kpatch_cold\\)" \
-	"$(log_since_mark)"
+check_transcript "log: patch 'c1' refused, naming kpatch_test_cold_fn.cold and pid $pid" <<EOF
+% echo 1 > /sys/module/$COLD/parameters/hold
+% echo 1 > /sys/module/$COLD/parameters/call
+% echo 0 > /sys/module/kpatch/parameters/retries
+% echo 'patch c1 $fn $fn_new' > control
+kpatch: patch 'c1' refused: kpatch_test_cold_fn.cold+0x_/0x_ [$COLD] is on the stack of pid $pid (kpatch_cold)
+% echo $retries > /sys/module/kpatch/parameters/retries
+EOF
 patched=no
 if is_patched c1; then
 	patched=yes
@@ -143,8 +146,7 @@ check_no_splat
 
 # pc_param NAME VALUE: write a parameter of kpatch_test_pc
 pc_param() {
-	diag "% echo $2 > /sys/module/$PC/parameters/$1"
-	echo "$2" >"/sys/module/$PC/parameters/$1"
+	set_param "$PC" "$1" "$2"
 }
 
 pc() {
@@ -241,9 +243,11 @@ refused() {
 	kp "$_rf_verb" "$_rf_name" "$@" || :
 	check_eq "$_rf_verb $_rf_name -> EBUSY" EBUSY "$KP_RESULT"
 	check_state_unchanged
-	check_log "the log names $_rf_where and the thread, for the check and the $_rf_verb" <<EOF
+	check_transcript "the log names $_rf_where and the thread, for the check and the $_rf_verb" <<EOF
+% echo 'check $_rf_verb $_rf_name${*:+ $*}' > control
 kpatch: check $_rf_verb '$_rf_name': would fail (-16): 1 task in the way
 kpatch: check $_rf_verb '$_rf_name': pid $pcpid (kpatch_pc) in $_rf_where+0x_/0x_ [$PC]
+% echo '$_rf_verb $_rf_name${*:+ $*}' > control
 kpatch: $_rf_verb '$_rf_name' refused: $_rf_where+0x_/0x_ [$PC] is on the stack of pid $pcpid (kpatch_pc)
 EOF
 }

@@ -25,6 +25,14 @@ check "kpatch_test_target still loaded" mod_loaded kpatch_test_target
 check "kpatch still loaded" mod_loaded kpatch
 check_eq "patch still in effect" "a=11 b=2" "$(target_values)"
 check_patches "patch still listed" "$line"
+check_transcript "the log: the patch, the refused rmmods, nothing else" <<EOF
+% echo 'patch pin1 $a $a1' > control
+kpatch: tainting kernel with TAINT_LIVEPATCH
+kpatch: patch 'pin1' enabled (1 function)
+% rmmod kpatch_test_new
+% rmmod kpatch
+% rmmod kpatch_test_target
+EOF
 check_no_splat
 
 start_test "after unpatch"
@@ -33,6 +41,13 @@ expect_ok unpatch pin1
 check "rmmod kpatch_test_new succeeds" unload_mod kpatch_test_new
 check "rmmod kpatch_test_target succeeds" unload_mod kpatch_test_target
 check "rmmod kpatch succeeds" unload_kpatch
+check_transcript "the log: removed, then the modules unloaded" <<EOF
+% echo 'unpatch pin1' > control
+kpatch: patch 'pin1' removed
+% rmmod kpatch_test_new
+% rmmod kpatch_test_target
+% rmmod kpatch
+EOF
 check_no_splat
 
 start_test "vmlinux function patched"
@@ -47,4 +62,17 @@ check_eq "patch still in effect" "kpatch-test v1" "$(cat /proc/cmdline)"
 expect_ok unpatch pin2
 check "rmmod kpatch_test_new succeeds after unpatch" unload_mod kpatch_test_new
 check "rmmod kpatch succeeds after unpatch" unload_kpatch
+check_transcript "the log: a fresh kpatch.ko, the patch, refused and then clean rmmods" <<EOF
+% insmod kpatch.ko
+% insmod kpatch_test_new.ko
+% echo 'patch pin2 $cmd $cmd1' > control
+kpatch: tainting kernel with TAINT_LIVEPATCH
+kpatch: patch 'pin2' enabled (1 function)
+% rmmod kpatch_test_new
+% rmmod kpatch
+% echo 'unpatch pin2' > control
+kpatch: patch 'pin2' removed
+% rmmod kpatch_test_new
+% rmmod kpatch
+EOF
 check_no_splat

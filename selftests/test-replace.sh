@@ -43,10 +43,13 @@ check_patches "only r3 is listed" "$(b_line r3 1 "$b1")"
 check_sysfs_patches "only r3 in sysfs" r3
 check_not "cmdline_proc_show is gone from enabled_functions" \
 	ftrace_enabled cmdline_proc_show
-check_log "the log says r3 enabled once r1 and r2 were removed" <<EOF
+check_transcript "the log says r3 enabled once r1 and r2 were removed" <<EOF
+% echo 'patch r1 $cmd $cmd1' > control
 kpatch: tainting kernel with TAINT_LIVEPATCH
 kpatch: patch 'r1' enabled (1 function)
+% echo 'patch r2 $a $a1' > control
 kpatch: patch 'r2' enabled (1 function)
+% echo 'replace r3 $b $b1' > control
 kpatch: patch 'r2' removed
 kpatch: patch 'r1' removed
 kpatch: patch 'r3' enabled (1 function)
@@ -62,8 +65,10 @@ check_eq "r5 in effect" "a=13 b=22" "$(target_values)"
 check_patches_any_order "only r5 is listed" \
 	"$(a_line r5 3 "$a3")" "$(b_line r5 2 "$b2")"
 check_sysfs_patches "only r5 in sysfs" r5
-check_log "the log says r5 enabled once r3 and r4 were removed" <<EOF
+check_transcript "the log says r5 enabled once r3 and r4 were removed" <<EOF
+% echo 'patch r4 $a $a2' > control
 kpatch: patch 'r4' enabled (1 function)
+% echo 'replace r5 $a $a3 $b $b2' > control
 kpatch: patch 'r4' removed
 kpatch: patch 'r3' removed
 kpatch: patch 'r5' enabled (2 functions)
@@ -81,9 +86,12 @@ check_patches "only r6 is listed" \
 expect_ok unpatch r6
 check_eq "original /proc/cmdline" "$orig" "$(cat /proc/cmdline)"
 check_eq "original values" "a=1 b=2" "$(target_values)"
-check_log "the log says enabled and removed, nothing else" <<EOF
+check_transcript "the log says enabled and removed, nothing else" <<EOF
+% echo 'unpatch r5' > control
 kpatch: patch 'r5' removed
+% echo 'replace r6 $cmd $cmd2' > control
 kpatch: patch 'r6' enabled (1 function)
+% echo 'unpatch r6' > control
 kpatch: patch 'r6' removed
 EOF
 check_no_splat
@@ -94,8 +102,10 @@ expect_ok patch r7 "$a" "$a1"
 expect_refused EINVAL replace r8 "$a" "$a2" "$a" "$a3"
 check_eq "r7 still in effect" "a=11 b=2" "$(target_values)"
 check_patches "r7 still listed" "$(a_line r7 1 "$a1")"
-check_log "the log says why r8 is refused, and removes nothing" <<EOF
+check_transcript "the log says why r8 is refused, and removes nothing" <<EOF
+% echo 'patch r7 $a $a1' > control
 kpatch: patch 'r7' enabled (1 function)
+% echo 'replace r8 $a $a2 $a $a3' > control
 kpatch: r8: an old function appears twice
 EOF
 check_no_splat
@@ -107,8 +117,10 @@ check_eq "r7 still in effect" "a=11 b=2" "$(target_values)"
 check_patches "r7 still listed" "$(a_line r7 1 "$a1")"
 expect_ok unpatch r7
 check_eq "original values" "a=1 b=2" "$(target_values)"
-check_log "the log says the name is in use, then r7 removed" <<EOF
+check_transcript "the log says the name is in use, then r7 removed" <<EOF
+% echo 'replace r7 $b $b1' > control
 kpatch: replace 'r7' refused: a patch with that name exists
+% echo 'unpatch r7' > control
 kpatch: patch 'r7' removed
 EOF
 check_no_splat

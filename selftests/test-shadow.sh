@@ -27,8 +27,7 @@ post=$(sym kpatch_test_shadow_post_unpatch "$mod") || bail "setup: find kpatch_t
 # touch I...: call the module's function on object I, for each I
 touch_objs() {
 	for _to_i in "$@"; do
-		echo "$_to_i" >"/sys/module/$mod/parameters/touch" ||
-			diag "touch $_to_i failed"
+		set_param "$mod" touch "$_to_i" || diag "touch $_to_i failed"
 	done
 }
 
@@ -68,6 +67,10 @@ check_state_unchanged
 check_eq "check file: would apply" "patch s0 0" \
 	"$(head -n 1 "$KP_DEBUGFS/check" 2>&1)"
 check_eq "no hook ran" "pre-patch=0 post-unpatch=0 nop=0 veto=0" "$(hooks)"
+check_transcript "the log says it would apply, and no hook logged" "$mod" <<EOF
+% echo 'check patch s0 $old $new pre-patch=$pre post-unpatch=$post' > control
+kpatch: check patch 's0': would apply now
+EOF
 touch_objs 2
 check_eq "the old function still runs" \
 	"values=1 1 1 shadow=- - - allocs=0 frees=0" "$(counts)"
@@ -78,8 +81,12 @@ log_mark
 expect_ok patch s1 "$old" "$new" "post-unpatch=$post" "pre-patch=$pre"
 check_eq "pre-patch hook ran once" "pre-patch=1 post-unpatch=0 nop=0 veto=0" \
 	"$(hooks)"
-check_grep "pre-patch hook logged" "kpatch_test_shadow: pre-patch hook of 's1'" \
-	"$(log_since_mark)"
+check_transcript "pre-patch hook logged" "$mod" <<EOF
+% echo 'patch s1 $old $new post-unpatch=$post pre-patch=$pre' > control
+kpatch_test_shadow: pre-patch hook of 's1'
+kpatch: tainting kernel with TAINT_LIVEPATCH
+kpatch: patch 's1' enabled (1 function)
+EOF
 check_patches "patches file: the function, then its hooks in enum order" \
 	"$(fline s1)" "$(hline s1 pre-patch kpatch_test_shadow_pre_patch "$pre")" \
 	"$(hline s1 post-unpatch kpatch_test_shadow_post_unpatch "$post")"
@@ -99,9 +106,11 @@ check_eq "post-unpatch hook ran once, pre-patch not again" \
 	"pre-patch=1 post-unpatch=1 nop=0 veto=0" "$(hooks)"
 check_eq "klp_shadow_get() NULL for every object, 2 freed" \
 	"values=4 1 2 shadow=- - - allocs=2 frees=2" "$(counts)"
-check_grep "hook logged what it freed" \
-	"kpatch_test_shadow: post-unpatch hook of 's1': 2 shadow variable[(]s[)] freed" \
-	"$(log_since_mark)"
+check_transcript "hook logged what it freed" "$mod" <<EOF
+% echo 'unpatch s1' > control
+kpatch: patch 's1' removed
+kpatch_test_shadow: post-unpatch hook of 's1': 2 shadow variable(s) freed
+EOF
 touch_objs 0 1
 check_eq "the old function runs again, no new shadow data" \
 	"values=5 2 2 shadow=- - - allocs=2 frees=2" "$(counts)"
@@ -140,6 +149,13 @@ touch_objs 1
 expect_ok unpatch s9
 check_eq "object 1 keeps its shadow variable" \
 	"values=10 13 7 shadow=- 1 - allocs=18 frees=17" "$(counts)"
+check_transcript "the log says enabled, then removed, and no hook logged" "$mod" <<EOF
+% echo 'patch s9 $old $new' > control
+kpatch: patch 's9' enabled (1 function)
+% echo 1 > /sys/module/$mod/parameters/touch
+% echo 'unpatch s9' > control
+kpatch: patch 's9' removed
+EOF
 check_no_splat
 
 start_test "unload"

@@ -38,12 +38,6 @@
 SIB=kpatch_test_sib
 SIB_NEW=kpatch_test_sib_new
 
-# param MOD NAME VALUE: write a module parameter
-param() {
-	diag "% echo $3 > /sys/module/$1/parameters/$2"
-	echo "$3" >"/sys/module/$1/parameters/$2"
-}
-
 # release: let the thread out of the helper and wait until it is back in
 # its main loop (also the cleanup hook: kpatch_test_sib_new must not be
 # unloaded under the thread)
@@ -61,8 +55,8 @@ KP_CLEANUP_HOOK=release
 # until it sleeps in kpatch_test_sib_helper()
 enter_helper() {
 	calls_before=$(modparam "$SIB" calls)
-	param "$SIB_NEW" hold 1
-	param "$SIB" call 1
+	set_param "$SIB_NEW" hold 1
+	set_param "$SIB" call 1
 	check "the thread sleeps in kpatch_test_sib_helper" \
 		wait_until modparam_is "$SIB_NEW" state 1
 }
@@ -70,7 +64,7 @@ enter_helper() {
 # leave_helper: hold=0 and wait until the thread completed the call
 # enter_helper made
 leave_helper() {
-	param "$SIB_NEW" hold 0
+	set_param "$SIB_NEW" hold 0
 	check "the thread left kpatch_test_sib_helper" \
 		wait_until modparam_is "$SIB" call N
 	check_eq "the thread completed the call" "$((calls_before + 1))" \
@@ -80,7 +74,7 @@ leave_helper() {
 
 # kpatch_param NAME VALUE: write a kpatch parameter
 kpatch_param() {
-	param kpatch "$1" "$2"
+	set_param kpatch "$1" "$2"
 }
 
 # refcount MOD: MOD's reference count in /proc/modules
@@ -100,12 +94,14 @@ is_patched() {
 	grep -q "^$1 " "$KP_PATCHES"
 }
 
-# check_refused_culprit VERB NAME: the kernel log since the mark says
-# that VERB 'NAME' was refused for the thread in the helper
+# check_refused_culprit VERB NAME [WORDS...]: the kernel log since the
+# mark is the command and the one line saying that VERB 'NAME' was
+# refused for the thread in the helper (retries 0: one try)
 check_refused_culprit() {
-	check_grep "log: $1 '$2' refused, naming kpatch_test_sib_helper, pid $pid and kpatch_sib" \
-		"$1 '$2' refused.*kpatch_test_sib_helper[+]0x[0-9a-f]+/0x[0-9a-f]+ \\[$SIB_NEW\\].*pid $pid \\(kpatch_sib\\)" \
-		"$(log_since_mark)"
+	check_transcript "log: $1 '$2' refused, naming kpatch_test_sib_helper, pid $pid and kpatch_sib" <<EOF
+% echo '$*' > control
+kpatch: $1 '$2' refused: kpatch_test_sib_helper+0x_/0x_ [$SIB_NEW] is on the stack of pid $pid (kpatch_sib)
+EOF
 }
 
 # try_rmmod_sib_new: rmmod kpatch_test_sib_new must be refused.  Only
@@ -180,7 +176,7 @@ start_test "the old function unpatched"
 log_mark
 check_eq "precondition: the thread is kpatch_sib" kpatch_sib \
 	"$(cat "/proc/$pid/comm" 2>&1)"
-param "$SIB" call 1
+set_param "$SIB" call 1
 check "the thread called kpatch_test_sib_fn" wait_until modparam_is "$SIB" call N
 check_eq "kpatch_test_sib_fn returned 1" 1 "$(modparam "$SIB" result)"
 check_eq "the helper never ran" 0 "$(modparam "$SIB_NEW" state)"
@@ -200,7 +196,7 @@ expect_refused EBUSY unpatch s1
 check_refused_culprit unpatch s1
 log_mark
 expect_refused EBUSY replace s2 "$a" "$a1"
-check_refused_culprit replace s2
+check_refused_culprit replace s2 "$a" "$a1"
 check_eq "kpatch_test_value_a not replaced" "a=1 b=2" "$(target_values)"
 kpatch_param retries "$retries"
 # On a kpatch without the check both went through: put s1 back, so that
@@ -217,7 +213,7 @@ leave_helper
 check_eq "the call ran the new code (the helper's 2)" 2 "$(modparam "$SIB" result)"
 expect_ok unpatch s1
 check_patches "nothing patched"
-param "$SIB" call 1
+set_param "$SIB" call 1
 check "the thread calls kpatch_test_sib_fn again" \
 	wait_until modparam_is "$SIB" call N
 check_eq "after unpatch kpatch_test_sib_fn returns 1 again" 1 \

@@ -79,13 +79,19 @@ check_patches "patches file is empty"
 check_sysfs_patches "no sysfs directories"
 check_not "cmdline_proc_show is gone from enabled_functions" \
 	ftrace_enabled cmdline_proc_show
-check_log "the log says s1 s2 s3 enabled, removed as unpatched" <<EOF
+check_transcript "the log says s1 s2 s3 enabled, removed as unpatched" <<EOF
+% echo 'patch s1 $cmd $cmd1' > control
 kpatch: tainting kernel with TAINT_LIVEPATCH
 kpatch: patch 's1' enabled (1 function)
+% echo 'patch s2 $cmd $cmd2' > control
 kpatch: patch 's2' enabled (1 function)
+% echo 'patch s3 $cmd $cmd3' > control
 kpatch: patch 's3' enabled (1 function)
+% echo 'unpatch s2' > control
 kpatch: patch 's2' removed
+% echo 'unpatch s3' > control
 kpatch: patch 's3' removed
+% echo 'unpatch s1' > control
 kpatch: patch 's1' removed
 EOF
 check_no_splat
@@ -106,12 +112,18 @@ check_patches "t2 active" "$(a_line t2 2 active)"
 expect_ok unpatch t2
 check_eq "original values" "a=1 b=2" "$(target_values)"
 check_patches "patches file is empty"
-check_log "the log says t1 t2 t3 enabled, removed as unpatched" <<EOF
+check_transcript "the log says t1 t2 t3 enabled, removed as unpatched" <<EOF
+% echo 'patch t1 $a $a1' > control
 kpatch: patch 't1' enabled (1 function)
+% echo 'patch t2 $a $a2' > control
 kpatch: patch 't2' enabled (1 function)
+% echo 'patch t3 $a $a3' > control
 kpatch: patch 't3' enabled (1 function)
+% echo 'unpatch t1' > control
 kpatch: patch 't1' removed
+% echo 'unpatch t3' > control
 kpatch: patch 't3' removed
+% echo 'unpatch t2' > control
 kpatch: patch 't2' removed
 EOF
 check_no_splat
@@ -132,10 +144,14 @@ check_eq "a still from m2, b restored" "a=12 b=2" "$(target_values)"
 check_patches "m2 active" "$(a_line m2 2 active)"
 expect_ok unpatch m2
 check_eq "original values" "a=1 b=2" "$(target_values)"
-check_log "the log counts m1's two functions, m2's one" <<EOF
+check_transcript "the log counts m1's two functions, m2's one" <<EOF
+% echo 'patch m1 $a $a1 $b $b1' > control
 kpatch: patch 'm1' enabled (2 functions)
+% echo 'patch m2 $a $a2' > control
 kpatch: patch 'm2' enabled (1 function)
+% echo 'unpatch m1' > control
 kpatch: patch 'm1' removed
+% echo 'unpatch m2' > control
 kpatch: patch 'm2' removed
 EOF
 check_no_splat

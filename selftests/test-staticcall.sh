@@ -24,8 +24,7 @@ SC=kpatch_test_sc
 
 # param NAME VALUE: write a parameter of kpatch_test_sc
 param() {
-	diag "% echo $2 > /sys/module/$SC/parameters/$1"
-	echo "$2" >"/sys/module/$SC/parameters/$1"
+	set_param "$SC" "$1" "$2"
 }
 
 is_patched() {
@@ -49,7 +48,7 @@ KP_CLEANUP_HOOK=release
 setup_modules kpatch kpatch_test_target "$SC"
 b=$(sym kpatch_test_value_b kpatch_test_target) || bail "setup: find kpatch_test_value_b"
 tail=$(sym kpatch_test_sc_tail "$SC") || bail "setup: find kpatch_test_sc_tail"
-echo 0 >/sys/module/kpatch/parameters/retries
+set_param kpatch retries 0
 
 start_test "the static call's target as the new function runs it"
 log_mark
@@ -59,13 +58,22 @@ param target quick
 check_eq "b returns kpatch_test_sc_quick's 62" "a=1 b=62" "$(target_values)"
 param target slow
 expect_ok unpatch s1
+check_transcript "the log says enabled, then removed" <<EOF
+% echo 'patch s1 $b $tail' > control
+kpatch: tainting kernel with TAINT_LIVEPATCH
+kpatch: patch 's1' enabled (1 function)
+% echo quick > /sys/module/$SC/parameters/target
+% echo slow > /sys/module/$SC/parameters/target
+% echo 'unpatch s1' > control
+kpatch: patch 's1' removed
+EOF
 check_no_splat
 
 start_test "a task in the static call's old target"
 log_mark
 expect_ok patch s2 "$b" "$tail"
 param hold 1
-diag "% cat $TARGET_VALUES > $KP_TMP/values &"
+log_command "cat $TARGET_VALUES > $KP_TMP/values &"
 cat "$TARGET_VALUES" >"$KP_TMP/values" 2>&1 &
 reader=$!
 check "the reader sleeps in kpatch_test_sc_slow" \
@@ -77,9 +85,11 @@ log_mark
 kp check unpatch s2 || :
 check_eq "check unpatch s2 -> EBUSY" EBUSY "$KP_RESULT"
 expect_refused EBUSY unpatch s2
-check_log "the log names kpatch_test_sc_slow and the reader" <<EOF
+check_transcript "the log names kpatch_test_sc_slow and the reader" <<EOF
+% echo 'check unpatch s2' > control
 kpatch: check unpatch 's2': would fail (-16): 1 task in the way
 kpatch: check unpatch 's2': pid $rpid ($rcomm) in kpatch_test_sc_slow+0x_/0x_ [$SC]
+% echo 'unpatch s2' > control
 kpatch: unpatch 's2' refused: kpatch_test_sc_slow+0x_/0x_ [$SC] is on the stack of pid $rpid ($rcomm)
 EOF
 if is_patched s2; then

@@ -29,6 +29,11 @@ check_eq "/proc/cmdline shows the v1 line" "kpatch-test v1" "$(cat /proc/cmdline
 check_patches "patches file line" "$line"
 check_sysfs_patches "sysfs directory p_vmlinux" p_vmlinux
 check "cmdline_proc_show is in enabled_functions" ftrace_enabled cmdline_proc_show
+check_transcript "the log says enabled" <<EOF
+% echo 'patch p_vmlinux $old $new' > control
+kpatch: tainting kernel with TAINT_LIVEPATCH
+kpatch: patch 'p_vmlinux' enabled (1 function)
+EOF
 check_no_splat
 
 start_test "unpatch"
@@ -40,6 +45,10 @@ check_patches "patches file is empty"
 check_sysfs_patches "sysfs directory removed"
 check_not "cmdline_proc_show is gone from enabled_functions" \
 	ftrace_enabled cmdline_proc_show
+check_transcript "the log says removed" <<EOF
+% echo 'unpatch p_vmlinux' > control
+kpatch: patch 'p_vmlinux' removed
+EOF
 check_no_splat
 
 start_test "patch again under the same name"
@@ -49,4 +58,10 @@ check_eq "/proc/cmdline shows the v1 line" "kpatch-test v1" "$(cat /proc/cmdline
 check_patches "patches file line" "$line"
 expect_ok unpatch p_vmlinux
 check_eq "/proc/cmdline restored" "$orig_sum" "$(md5sum </proc/cmdline)"
+check_transcript "the log says enabled, then removed" <<EOF
+% echo 'patch p_vmlinux $old $new' > control
+kpatch: patch 'p_vmlinux' enabled (1 function)
+% echo 'unpatch p_vmlinux' > control
+kpatch: patch 'p_vmlinux' removed
+EOF
 check_no_splat

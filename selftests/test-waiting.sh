@@ -64,14 +64,19 @@ delay=$(modparam kpatch retry_delay_ms)
 
 # busy_param NAME VALUE: write a kpatch_test_busy parameter
 busy_param() {
-	diag "% echo $2 > $BUSY_PARAMS/$1"
-	echo "$2" >"$BUSY_PARAMS/$1"
+	set_param kpatch_test_busy "$1" "$2"
 }
 
 # kpatch_param NAME VALUE: write a kpatch parameter
 kpatch_param() {
-	diag "% echo $2 > /sys/module/kpatch/parameters/$1"
-	echo "$2" >"/sys/module/kpatch/parameters/$1"
+	set_param kpatch "$1" "$2"
+}
+
+# sleeper_tries: an ERE of the lines of the sleeping update's tries, which
+# check_transcript leaves out: how many there are is up to the clock
+# (one a second until the thread lets go or the test moves on)
+sleeper_tries() {
+	echo "^kpatch: [a-z]+ '$sleeper_name' busy [(]try [0-9]+ of $((RETRIES + 1)), again in $DELAY ms[)]: kpatch_test_busy_fn(_new)?[+]0x[0-9a-f]+/0x[0-9a-f]+ \\[kpatch_test_busy\\] is on the stack of pid [0-9]+ [(]kpatch_busy[)]\$"
 }
 
 # sleeper_alive: is the sleeping writer still running?
@@ -99,9 +104,8 @@ sleeper_start() {
 	log_mark
 	sleeper_mark=$KP_MARK
 	rm -f "$KP_TMP/sleeper.out"
-	diag "% echo \"$sleeper_cmd\" > $KP_CONTROL &"
-	"$KPCTL" "$KP_CONTROL" "$sleeper_cmd" >"$KP_TMP/sleeper.out" 2>&1 &
-	sleeper_pid=$!
+	kp_bg "$KP_TMP/sleeper.out" "$sleeper_cmd"
+	sleeper_pid=$KP_BG
 	wait_until sleeper_sleeps && sleeper_alive
 }
 
@@ -134,7 +138,7 @@ sleeper_finish() {
 sleeper_stop() {
 	[ -n "$sleeper_pid" ] || return 0
 	kpatch_param retries 0
-	diag "% kill -KILL $sleeper_pid (\"$sleeper_cmd\")"
+	log_command "kill -KILL $sleeper_pid  (\"$sleeper_cmd\")"
 	kill -KILL "$sleeper_pid" 2>/dev/null
 	wait "$sleeper_pid" 2>/dev/null
 	sleeper_pid=
@@ -146,18 +150,20 @@ probe_done() {
 	[ -s "$KP_TMP/probe.rc" ]
 }
 
-# probe SECS DESC CMD...: while the update sleeps, run CMD in the
-# background; ok if it returns within SECS seconds.  If it is still
+# probe SECS DESC SHOWN CMD...: while the update sleeps, run CMD in the
+# background (SHOWN: its transcript line, see log_command); ok if it
+# returns within SECS seconds.  If it is still
 # blocked then, not ok, and the sleeping update is ended so that CMD can
 # finish (sleeper_ensure starts it again).  Then CMD's exit status is in
 # probe_rc, its output in probe_out.
 probe() {
 	_pr_secs=$1
 	_pr_desc=$2
-	shift 2
+	_pr_shown=$3
+	shift 3
 	sleeper_ensure
 	rm -f "$KP_TMP/probe.out" "$KP_TMP/probe.rc"
-	diag "% $* &"
+	log_command "$_pr_shown"
 	{
 		"$@" >"$KP_TMP/probe.out" 2>&1
 		echo $? >"$KP_TMP/probe.rc"
@@ -188,16 +194,8 @@ probe() {
 # probe_kp SECS CMD: probe a write of CMD to the control file (kpctl
 # prints OK or the errno name: probe_out)
 probe_kp() {
-	probe "$1" "\"$(kp_what "$2")\"" "$KPCTL" "$KP_CONTROL" "$2"
-}
-
-# refusal_logged NAME: is there a kpatch line since the last mark that
-# names the patch NAME, other than the sleeping update's "busy (try N of
-# M, ...)" lines?
-refusal_logged() {
-	log_since_mark | grep -F 'kpatch: ' |
-		grep -Ev "'$sleeper_name' busy \\(try [0-9]+ of [0-9]+" |
-		grep -Eq "(^|[^[:alnum:]_-])$1([^[:alnum:]_-]|\$)"
+	probe "$1" "\"$(kp_what "$2")\"" "echo '$(kp_logged "$2")' > control &" \
+		"$KPCTL" "$KP_CONTROL" "$2"
 }
 
 waiting_cleanup() {
@@ -217,7 +215,8 @@ start_test "a patch sleeping between tries"
 check "precondition: patch w_sleep is refused and sleeps until its next try" \
 	sleeper_start "patch w_sleep $fn $fn_new"
 
-probe 8 "timeout 5 cat $KP_PATCHES" timeout 5 cat "$KP_PATCHES"
+probe 8 "timeout 5 cat $KP_PATCHES" "timeout 5 cat $KP_PATCHES &" \
+	timeout 5 cat "$KP_PATCHES"
 check_eq "timeout 5 cat $KP_PATCHES exits 0" 0 "$probe_rc"
 check_no_grep "the patches file does not list w_sleep" "^w_sleep " "$probe_out"
 
@@ -230,7 +229,7 @@ check_eq "kpatch_test_value_a runs again" "a=1 b=2" "$(target_values)"
 
 kallsyms_changed
 probe 10 "insmod kpatch_test_api which=b (kpatch_register())" \
-	insmod "$KPATCH_MODDIR/kpatch_test_api.ko" which=b
+	"insmod kpatch_test_api.ko which=b &" insmod "$KPATCH_MODDIR/kpatch_test_api.ko" which=b
 check_eq "insmod kpatch_test_api which=b exits 0" 0 "$probe_rc"
 check_eq "kpatch_test_api_value_b runs" "a=1 b=32" "$(target_values)"
 probe_kp 10 "unpatch kpatch_test_api"
@@ -255,6 +254,10 @@ busy_param release 1
 check "released: the sleeping patch w_sleep returns within 10 s" sleeper_finish 10
 check_eq "patch w_sleep -> OK" OK "$KP_RESULT"
 check_no_grep "no try was refused for good" "refused" "$(log_since_mark)"
+check_transcript -x "$(sleeper_tries)" "the log: released, then w_sleep enabled" <<EOF
+% echo 1 > /sys/module/kpatch_test_busy/parameters/release
+kpatch: patch 'w_sleep' enabled (1 function)
+EOF
 check "the thread left kpatch_test_busy_fn" \
 	wait_until modparam_is kpatch_test_busy state 2
 check_patches "w_sleep listed as active" \
@@ -282,12 +285,18 @@ check "precondition: unpatch w_unp is refused and sleeps until its next try" \
 log_mark
 probe_kp 10 "unpatch w_unp"
 check_eq "a second unpatch w_unp -> EBUSY" EBUSY "$probe_out"
-check "a log line names w_unp for the refusal" refusal_logged w_unp
+check_transcript -x "$(sleeper_tries)" "a log line names w_unp for the refusal" <<EOF
+% echo 'unpatch w_unp' > control &
+kpatch: unpatch 'w_unp' refused: an unpatch of it or a replace waits to try again
+EOF
 
 log_mark
 probe_kp 10 "replace w_repl $a $a1"
 check_eq "replace w_repl (would remove w_unp) -> EBUSY" EBUSY "$probe_out"
-check "a log line names w_repl for the refusal" refusal_logged w_repl
+check_transcript -x "$(sleeper_tries)" "a log line names w_repl for the refusal" <<EOF
+% echo 'replace w_repl $a $a1' > control &
+kpatch: replace 'w_repl' refused: an unpatch waits to try again
+EOF
 check_eq "it replaced nothing" "a=1 b=2" "$(target_values)"
 if [ "$probe_out" = OK ]; then
 	diag "undoing the accepted command"
@@ -302,6 +311,10 @@ busy_param hold 0
 check "released: the sleeping unpatch w_unp returns within 10 s" sleeper_finish 10
 check_eq "unpatch w_unp -> OK" OK "$KP_RESULT"
 check_no_grep "no try was refused for good" "refused" "$(log_since_mark)"
+check_transcript -x "$(sleeper_tries)" "the log: let go, then w_unp removed" <<EOF
+% echo 0 > /sys/module/kpatch_test_busy/parameters/hold
+kpatch: patch 'w_unp' removed
+EOF
 check_patches "nothing patched"
 check "the thread left kpatch_test_busy_fn_new" \
 	wait_until modparam_is kpatch_test_busy state 2
@@ -327,7 +340,10 @@ check "precondition: replace w_repl2 is refused and sleeps until its next try" \
 log_mark
 probe_kp 10 "unpatch w_unp"
 check_eq "unpatch w_unp (the replace will remove it) -> EBUSY" EBUSY "$probe_out"
-check "a log line names w_unp for the refusal" refusal_logged w_unp
+check_transcript -x "$(sleeper_tries)" "a log line names w_unp for the refusal" <<EOF
+% echo 'unpatch w_unp' > control &
+kpatch: unpatch 'w_unp' refused: an unpatch of it or a replace waits to try again
+EOF
 check_eq "nothing replaced yet" "a=1 b=2" "$(target_values)"
 
 sleeper_ensure
@@ -335,6 +351,11 @@ log_mark
 busy_param hold 0
 check "released: the sleeping replace w_repl2 returns within 10 s" sleeper_finish 10
 check_eq "replace w_repl2 -> OK" OK "$KP_RESULT"
+check_transcript -x "$(sleeper_tries)" "the log: let go, then w_unp removed and w_repl2 enabled" <<EOF
+% echo 0 > /sys/module/kpatch_test_busy/parameters/hold
+kpatch: patch 'w_unp' removed
+kpatch: patch 'w_repl2' enabled (1 function)
+EOF
 check_eq "w_repl2 patched a" "a=11 b=2" "$(target_values)"
 expect_errno ENOENT unpatch w_unp
 expect_ok unpatch w_repl2
@@ -367,12 +388,20 @@ check_patches "nothing patched"
 # The tries refused before the directory appeared, then the refusal.
 tries=$(log_since_mark |
 	grep -c "kpatch: patch 'kpatch_test_api' busy (try [0-9]* of $((RETRIES + 1)), ")
+# How many tries were refused before the directory appeared is up to the
+# clock: counted from the log, then compared line by line; and the
+# transcript without them.
 check_log "the log: busy until the directory appeared, then why not" <<EOF
 $(_t=1
 while [ "$_t" -le "$tries" ]; do
 	echo "kpatch: patch 'kpatch_test_api' busy (try $_t of $((RETRIES + 1)), again in $DELAY ms): kpatch_test_busy_fn+0x_/0x_ [kpatch_test_busy] is on the stack of pid $busy_pid (kpatch_busy)"
 	_t=$((_t + 1))
 done)
+kpatch: patch 'kpatch_test_api' refused: /sys/kernel/kpatch/patches/kpatch_test_api already exists; kpatch makes it itself, the patch module must not
+EOF
+check_transcript -x "$(sleeper_tries)" "the transcript: the patch, the module, the refusal" <<EOF
+% echo 'patch kpatch_test_api $fn $fn_new' > control &
+% insmod kpatch_test_api.ko own_kobj=1 no_register=1
 kpatch: patch 'kpatch_test_api' refused: /sys/kernel/kpatch/patches/kpatch_test_api already exists; kpatch makes it itself, the patch module must not
 EOF
 check "rmmod kpatch_test_api succeeds" unload_mod kpatch_test_api
@@ -449,6 +478,8 @@ check "precondition: patch w_pin is refused and sleeps until its next try" \
 if pin_check kpatch_test_hooks; then
 	sleeper_stop
 	kpatch_param retries "$RETRIES"
+	# How many tries it made before the kill is up to the clock: the
+	# line is grepped for, not the log compared whole.
 	check_grep "killed: patch w_pin has ended, refused" \
 		"kpatch: patch 'w_pin' refused after [0-9]+ tries" "$(log_since_mark)"
 fi
@@ -466,6 +497,7 @@ check "precondition: patch w_pin is refused and sleeps until its next try" \
 if pin_check kpatch_test_busy; then
 	sleeper_stop
 	kpatch_param retries "$RETRIES"
+	# As above: the number of tries is up to the clock.
 	check_grep "killed: patch w_pin has ended, refused" \
 		"kpatch: patch 'w_pin' refused after [0-9]+ tries" "$(log_since_mark)"
 fi

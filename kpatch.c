@@ -165,12 +165,20 @@
 #endif
 
 /*
- * Wait until no CPU is in a section with preemption off that began before:
- * where tracing may run while RCU does not watch, plain RCU does not wait
- * for those, and ftrace uses the "rude" flavour of RCU tasks.
+ * Wait until no CPU is in a section with preemption off that began before
+ * (kpatch_fops_handler(), an NMI in it, ftrace's list function walking an
+ * ftrace_ops).  Where RCU watches, such a section is an RCU read-side
+ * critical section, and synchronize_rcu() waits for it.  Where tracing
+ * may run while RCU does not watch, it does not, and ftrace uses the
+ * "rude" flavour of RCU tasks, which waits for every CPU to schedule.
+ * Newer kernels make the rude wait a no-op where the architecture keeps
+ * tracing out of such code (ARCH_WANTS_NO_INSTR, x86; 7.2 without
+ * FORCE_TASKS_RUDE_RCU is one): so both, each waiting where the other
+ * may not.
  */
 #ifdef CONFIG_TASKS_RUDE_RCU
-#define kpatch_sync_preempt_off()	synchronize_rcu_tasks_rude()
+#define kpatch_sync_preempt_off()	\
+	do { synchronize_rcu(); synchronize_rcu_tasks_rude(); } while (0)
 #else
 #define kpatch_sync_preempt_off()	synchronize_rcu()
 #endif
@@ -1684,6 +1692,14 @@ static void kpatch_site_release(struct kpatch_site *site)
 			(void *)site->ip, ret);
 		return;
 	}
+	/*
+	 * ftrace waits for its own trampolines and handlers, not for the
+	 * target of a direct call: a CPU may still be in kpatch_guard_slow()
+	 * with this site, preemption off.  Pairs with its
+	 * preempt_disable_notrace().
+	 */
+	if (site->jmp)
+		kpatch_sync_preempt_off();
 	kpatch_site_free(site);
 }
 

@@ -1,27 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * kpatch_test_preoff - a section with preemption off on another CPU, begun
- * after an update's stop_machine() and grace period but before its sites
- * are released, for the kpatch selftests (test-preoff.sh).  Built only
- * against the selftests' build of kpatch.ko (KPATCH_TEST_HOOKS), whose
- * test hook it installs.
+ * kpatch_test_preoff - ten functions to patch at once, and a section with
+ * preemption off on another CPU, begun after an update's stop_machine()
+ * and grace period but before its sites are released, for the kpatch
+ * selftests (test-preoff.sh, test-fopsmix.sh).
  *
  * Functions to patch: kpatch_test_preoff_f0() .. _f9() return 0 .. 9;
  * their replacements kpatch_test_preoff_f0_new() .. _f9_new() return 100
  * .. 109.  The read-only parameter "values" reads what f0 .. f9 return
  * now, one number each, separated by spaces.
  *
- * When 1 is written to "armed", the next update that reaches
- * KPATCH_TEST_DONE (after its stop_machine() and RCU grace period, before
- * kpatch releases the sites it leaves without an entry) starts a kthread
- * on another CPU and waits until it is in a section with preemption off:
- * the shape of a call of a patched function that is inside kpatch's
- * ftrace handler, which holds a site it found in kpatch_sites.  The
- * section calls f0 .. f9 in a loop for hold_ms milliseconds (default
- * 4000); "in_section" is 1 while it runs, "sections" counts the sections
- * begun.  kpatch must not free a site such a call may hold before the
- * section is over, so "in_section" must read 0 as soon as the update has
- * returned.
+ * Only in the build against the selftests' build of kpatch.ko
+ * (KPATCH_TEST_HOOKS), whose test hook it installs: when 1 is written to
+ * "armed", the next update that reaches KPATCH_TEST_DONE (after its
+ * stop_machine() and RCU grace period, before kpatch releases the sites
+ * it leaves without an entry) starts a kthread on another CPU and waits
+ * until it is in a section with preemption off: the shape of a call of a
+ * patched function that is inside kpatch's ftrace handler, which holds a
+ * site it found in kpatch_sites.  The section calls f0 .. f9 in a loop
+ * for hold_ms milliseconds (default 4000); "in_section" is 1 while it
+ * runs, "sections" counts the sections begun.  kpatch must not free a
+ * site such a call may hold before the section is over, so "in_section"
+ * must read 0 as soon as the update has returned.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -41,6 +41,7 @@
 
 #include "kpatch.h"
 
+#ifdef KPATCH_TEST_HOOKS
 static bool armed;
 module_param(armed, bool, 0644);
 MODULE_PARM_DESC(armed, "1: the next update's KPATCH_TEST_DONE starts a section");
@@ -56,6 +57,7 @@ MODULE_PARM_DESC(in_section, "1 while the section runs");
 static unsigned int sections;
 module_param(sections, uint, 0444);
 MODULE_PARM_DESC(sections, "sections begun");
+#endif
 
 static noinline __used int kpatch_test_preoff_f0(void) { return 0; }
 static noinline __used int kpatch_test_preoff_f1(void) { return 1; }
@@ -106,6 +108,7 @@ static const struct kernel_param_ops values_ops = {
 module_param_cb(values, &values_ops, NULL, 0444);
 MODULE_PARM_DESC(values, "what kpatch_test_preoff_f0 .. _f9 return now");
 
+#ifdef KPATCH_TEST_HOOKS
 static int kpatch_preoff_sink;
 static DECLARE_COMPLETION(kpatch_preoff_entered);
 static struct task_struct *kpatch_preoff_task;
@@ -190,6 +193,7 @@ static void __exit kpatch_test_preoff_exit(void)
 
 module_init(kpatch_test_preoff_init);
 module_exit(kpatch_test_preoff_exit);
+#endif
 
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("kpatch selftest: a section with preemption off while sites are released");

@@ -22,6 +22,10 @@
 #    ftrace_ops of its own), then one of f0 .. f5 (five new sites on
 #    kpatch_fops, f0 keeps its kind), then a replace of both by f0 .. f9
 #    (four new sites, each of its own), then unpatch.
+# 6. The stack check refuses a patch of six functions (kpatch_test_busy's
+#    kpatch_test_busy_fn() is on its thread's stack) in both tries: the
+#    sites made on kpatch_fops for each try go again, nothing is left;
+#    once the thread has left the function the patch goes through.
 #
 # The kernel log of each case is compared whole.
 
@@ -32,7 +36,7 @@ MOD=kpatch_test_preoff
 OWNER=kpatch_test_direct
 KPROBE=kpatch_test_kprobe
 
-setup_modules kpatch kpatch_test_target "$MOD"
+setup_modules kpatch kpatch_test_target kpatch_test_busy "$MOD"
 case $(modparam kpatch_test_target ftrace_jmp) in
 Y) JMP=1 ;;
 N) JMP= ;;
@@ -53,6 +57,12 @@ p04=$(pairs 0 1 2 3 4) || bail "setup: find f0 .. f4 and their replacements"
 p59=$(pairs 5 6 7 8 9) || bail "setup: find f5 .. f9 and their replacements"
 p05=$(pairs 0 1 2 3 4 5) || bail "setup: find f0 .. f5 and their replacements"
 p09=$(pairs 0 1 2 3 4 5 6 7 8 9) || bail "setup: find f0 .. f9 and their replacements"
+fn=$(sym kpatch_test_busy_fn kpatch_test_busy) || bail "setup: find kpatch_test_busy_fn"
+fn_new=$(sym kpatch_test_busy_fn_new kpatch_test_busy) ||
+	bail "setup: find kpatch_test_busy_fn_new"
+wait_until modparam_is kpatch_test_busy state 1 ||
+	bail "setup: kpatch_busy thread waits in kpatch_test_busy_fn"
+busy_pid=$(modparam kpatch_test_busy pid)
 # (each is a list of words, split on purpose below)
 OLD="0 1 2 3 4 5 6 7 8 9"
 
@@ -250,6 +260,36 @@ kpatch: patch 'j1' removed
 kpatch: patch 'j2' removed
 kpatch: patch 'j3' enabled (10 functions)
 kpatch: patch 'j3' removed
+EOF
+check_no_splat
+
+start_test "the stack check refuses a batch twice, which leaves nothing"
+log_mark
+echo 1 >/sys/module/kpatch/parameters/retries || bail "set kpatch retries=1"
+# shellcheck disable=SC2086
+expect_errno EBUSY patch m6 "$fn" "$fn_new" $p04
+echo 3 >/sys/module/kpatch/parameters/retries || bail "set kpatch retries=3"
+check_values "m6 refused: all old" "$OLD"
+check_patches "no patch"
+check "nothing left in enabled_functions" wait_until all_gone
+check "kpatch_test_busy_fn is not in enabled_functions" gone kpatch_test_busy_fn
+echo 1 >/sys/module/kpatch_test_busy/parameters/release ||
+	bail "release kpatch_busy"
+check "the thread left kpatch_test_busy_fn" \
+	wait_until modparam_is kpatch_test_busy state 2
+# shellcheck disable=SC2086
+expect_ok patch m6 "$fn" "$fn_new" $p04
+check_values "m6: f0 .. f4 new" "100 101 102 103 104 5 6 7 8 9"
+check "kpatch_test_busy_fn: kpatch_fops_handler" handler_is \
+	kpatch_test_busy_fn kpatch_fops_handler
+expect_ok unpatch m6
+check_values "m6 removed" "$OLD"
+check "nothing left in enabled_functions" wait_until all_gone
+check_log "the log has both tries, then the patch enabled and removed" <<EOF
+kpatch: patch 'm6' busy (try 1 of 2, again in 20 ms): kpatch_test_busy_fn+0x0/0x0 [kpatch_test_busy] is on the stack of pid $busy_pid (kpatch_busy)
+kpatch: patch 'm6' refused after 2 tries: kpatch_test_busy_fn+0x0/0x0 [kpatch_test_busy] is on the stack of pid $busy_pid (kpatch_busy)
+kpatch: patch 'm6' enabled (6 functions)
+kpatch: patch 'm6' removed
 EOF
 check_no_splat
 

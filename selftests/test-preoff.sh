@@ -19,6 +19,11 @@
 #    .. f9), five functions each, so every site is on kpatch_fops; the
 #    unpatch of "gone" releases five sites while "keep" keeps kpatch_fops.
 # 2. The last sites: the unpatch of "keep" unregisters kpatch_fops.
+# 3. A registration ftrace refuses: a kprobe with a post handler (an
+#    IPMODIFY ftrace_ops) is on f3, and the section starts before a
+#    patch of f3 alone, which is refused with EBUSY.  ftrace may have
+#    put the site's ftrace_ops on its list before it refused it, and takes
+#    it off without waiting; kpatch must wait before it frees the site.
 #
 # In both the functions run the right version before and after, and the
 # kernel log is compared whole.
@@ -106,5 +111,47 @@ check_log "the log has the patch removed, nothing else" <<EOF
 kpatch: patch 'keep' removed
 EOF
 check_no_splat
+
+# refused_in_section: case 3 with kpatch's parameter direct as it is now
+refused_in_section() {
+	_rs_before=$(modparam "$MOD" sections)
+	echo 1 >"/sys/module/$MOD/parameters/start"
+	# shellcheck disable=SC2086
+	expect_errno EBUSY patch r3 $p3
+	_rs_in=$(modparam "$MOD" in_section)
+	check_eq "r3: the section began before the patch" \
+		"$((_rs_before + 1))" "$(modparam "$MOD" sections)"
+	check_eq "r3: the refusal returned after the section with preemption off ended" \
+		N "$_rs_in"
+	check "the section ends" wait_until modparam_is "$MOD" in_section N
+	check_eq "r3 refused: all old" "0 1 2 3 4 5 6 7 8 9" "$(values)"
+}
+
+KP_DIRECT_PARAM=/sys/module/kpatch/parameters/direct
+p3=$(pairs 3) || bail "setup: find f3 and its replacement"
+for direct in Y N; do
+	start_test "a registration ftrace refuses (direct=$direct)"
+	log_mark
+	if [ "$direct" = N ] && [ ! -e "$KP_DIRECT_PARAM" ]; then
+		skip "kpatch has no parameter direct"
+		continue
+	fi
+	[ ! -e "$KP_DIRECT_PARAM" ] || echo "$direct" >"$KP_DIRECT_PARAM" ||
+		bail "set direct=$direct"
+	if insmod "${KPATCH_NORMAL_MODDIR:-/kpatch/test_modules}/kpatch_test_kprobe.ko" \
+		"func=${MOD}_f3" post=1; then
+		ok "insmod kpatch_test_kprobe func=${MOD}_f3 post=1"
+		refused_in_section
+		check "rmmod kpatch_test_kprobe" unload_mod kpatch_test_kprobe
+	else
+		not_ok "insmod kpatch_test_kprobe func=${MOD}_f3 post=1"
+	fi
+	[ ! -e "$KP_DIRECT_PARAM" ] || echo Y >"$KP_DIRECT_PARAM" ||
+		bail "set direct=Y"
+	check_log "the log names f3" <<EOF
+kpatch: patch 'r3' refused: ftrace cannot redirect ${MOD}_f3+0x0/0x0 [$MOD] (-16); is a kprobe or another live patch on it?
+EOF
+	check_no_splat
+done
 
 kp_exit

@@ -21,7 +21,10 @@
  * for hold_ms milliseconds (default 4000); "in_section" is 1 while it
  * runs, "sections" counts the sections begun.  kpatch must not free a
  * site such a call may hold before the section is over, so "in_section"
- * must read 0 as soon as the update has returned.
+ * must read 0 as soon as the update has returned.  Writing 1 to "start"
+ * starts a section at once, on a CPU other than the writer's: for an
+ * update refused before its stop_machine(), whose sites must outlive
+ * the calls that may have reached them as well.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -33,6 +36,7 @@
 #include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/mutex.h>
 #include <linux/preempt.h>
 #include <linux/sched.h>
 #include <linux/sched/clock.h>
@@ -163,19 +167,46 @@ static void kpatch_preoff_start(void)
 	sections++;
 }
 
-static void kpatch_preoff_hook(enum kpatch_test_point point)
+static DEFINE_MUTEX(kpatch_preoff_mutex);
+
+/* A new section; the last one is over (it was checked) or is waited for. */
+static void kpatch_preoff_again(void)
 {
-	if (point != KPATCH_TEST_DONE || !READ_ONCE(armed))
-		return;
-	WRITE_ONCE(armed, false);
+	mutex_lock(&kpatch_preoff_mutex);
 	if (kpatch_preoff_task) {
-		/* the last section is over: it was checked */
 		kthread_stop(kpatch_preoff_task);
 		put_task_struct(kpatch_preoff_task);
 		kpatch_preoff_task = NULL;
 	}
 	kpatch_preoff_start();
+	mutex_unlock(&kpatch_preoff_mutex);
 }
+
+static void kpatch_preoff_hook(enum kpatch_test_point point)
+{
+	if (point != KPATCH_TEST_DONE || !READ_ONCE(armed))
+		return;
+	WRITE_ONCE(armed, false);
+	kpatch_preoff_again();
+}
+
+static int start_set(const char *val, const struct kernel_param *kp)
+{
+	bool start;
+	int ret = kstrtobool(val, &start);
+
+	if (ret)
+		return ret;
+	if (start)
+		kpatch_preoff_again();
+	return 0;
+}
+
+static const struct kernel_param_ops start_ops = {
+	.set = start_set,
+};
+module_param_cb(start, &start_ops, NULL, 0200);
+MODULE_PARM_DESC(start, "1: start a section now");
 
 static int __init kpatch_test_preoff_init(void)
 {
@@ -185,10 +216,13 @@ static int __init kpatch_test_preoff_init(void)
 static void __exit kpatch_test_preoff_exit(void)
 {
 	kpatch_test_set_hook(NULL);
+	mutex_lock(&kpatch_preoff_mutex);
 	if (kpatch_preoff_task) {
 		kthread_stop(kpatch_preoff_task);
 		put_task_struct(kpatch_preoff_task);
+		kpatch_preoff_task = NULL;
 	}
+	mutex_unlock(&kpatch_preoff_mutex);
 }
 
 module_init(kpatch_test_preoff_init);

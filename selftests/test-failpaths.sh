@@ -14,7 +14,10 @@
 #   - every memory allocation of a patch, replace and unpatch command fails
 #     in turn (fail-nth; kernels with CONFIG_FAULT_INJECTION, that is the
 #     test bed's debug kernel): ENOMEM and no change, or the command
-#     succeeds in full.
+#     succeeds in full; also for patches of more than four functions,
+#     whose sites share kpatch_fops (kpatch_test_preoff's f0 .. f9): one
+#     that registers it, one added while it is registered, an unpatch
+#     that leaves it registered and one that unregisters it.
 # (An NMI forcing FAILURE during UPDATING is test-nmi.sh's.)
 #
 # A patch "base" (kpatch_test_value_b -> _v2) stays enabled throughout, so
@@ -23,7 +26,8 @@
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
 
-setup_modules kpatch kpatch_test_target kpatch_test_new kpatch_test_busy
+setup_modules kpatch kpatch_test_target kpatch_test_new kpatch_test_busy \
+	kpatch_test_preoff
 a=$(sym kpatch_test_value_a kpatch_test_target) || bail "setup: find kpatch_test_value_a"
 b=$(sym kpatch_test_value_b kpatch_test_target) || bail "setup: find kpatch_test_value_b"
 a1=$(sym kpatch_test_value_a_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_a_v1"
@@ -39,6 +43,17 @@ fn_new=$(sym kpatch_test_busy_fn_new kpatch_test_busy) ||
 wait_until modparam_is kpatch_test_busy state 1 ||
 	bail "setup: kpatch_busy thread waits in kpatch_test_busy_fn"
 busy_pid=$(modparam kpatch_test_busy pid)
+
+# pairs N...: the words "OLD NEW" of kpatch_test_preoff_fN for each N
+pairs() {
+	for _pa_n in "$@"; do
+		sym "kpatch_test_preoff_f$_pa_n" kpatch_test_preoff || return 1
+		sym "kpatch_test_preoff_f${_pa_n}_new" kpatch_test_preoff || return 1
+	done | tr '\n' ' '
+}
+p04=$(pairs 0 1 2 3 4) || bail "setup: find kpatch_test_preoff_f0 .. f4"
+p05=$(pairs 0 1 2 3 4 5) || bail "setup: find kpatch_test_preoff_f0 .. f5"
+p59=$(pairs 5 6 7 8 9) || bail "setup: find kpatch_test_preoff_f5 .. f9"
 orig_cmdline=$(cat /proc/cmdline)
 
 busy_param() {
@@ -251,6 +266,22 @@ else
 	fail_each "unpatch" "unpatch other" \
 		"kp patch other $a $a1 >/dev/null" ":"
 	expect_ok unpatch other
+	fail_each "patch of six functions, registering kpatch_fops" \
+		"patch fm $p05" "kp unpatch fm >/dev/null" ":"
+	# shellcheck disable=SC2086
+	expect_ok patch keep $p59
+	fail_each "patch of five functions while kpatch_fops is registered" \
+		"patch fm $p04" "kp unpatch fm >/dev/null" ":"
+	# shellcheck disable=SC2086
+	expect_ok patch fm $p04
+	fail_each "unpatch of five functions, kpatch_fops stays" \
+		"unpatch fm" "kp patch fm $p04 >/dev/null" ":"
+	expect_ok unpatch fm
+	fail_each "unpatch of the last sites, unregistering kpatch_fops" \
+		"unpatch keep" "kp patch keep $p59 >/dev/null" ":"
+	expect_ok unpatch keep
+	check_eq "kpatch_test_preoff's functions restored" \
+		"0 1 2 3 4 5 6 7 8 9" "$(modparam kpatch_test_preoff values)"
 	check_no_splat
 fi
 

@@ -1,0 +1,157 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# test-preoff.sh - a site on the shared ftrace_ops (kpatch_fops) is freed
+# only after every call that may have found it is over.
+#
+# kpatch_fops's handler finds a site by ip in kpatch_sites and uses it with
+# preemption off; an update that leaves a site without an entry takes it
+# out of kpatch_sites and out of kpatch_fops's filter, and must then wait
+# until no CPU is in a section with preemption off that began before,
+# before it frees the site.  Uses the hooked build of kpatch.ko and
+# kpatch_test_preoff.ko (see that module's header): armed, it starts such
+# a section on another CPU at KPATCH_TEST_DONE -- after the update's
+# stop_machine() and grace period, before the sites are released -- and
+# keeps it for hold_ms.  When the unpatch has returned, the section must
+# be over: else the site was freed under a call that may still hold it.
+#
+# 1. kpatch_fops stays registered: patch "keep" (f0 .. f4) and "gone" (f5
+#    .. f9), five functions each, so every site is on kpatch_fops; the
+#    unpatch of "gone" releases five sites while "keep" keeps kpatch_fops.
+# 2. The last sites: the unpatch of "keep" unregisters kpatch_fops.
+# 3. A registration ftrace refuses: a kprobe with a post handler (an
+#    IPMODIFY ftrace_ops) is on f3, and the section starts before a
+#    patch of f3 alone, which is refused with EBUSY.  ftrace may have
+#    put the site's ftrace_ops on its list before it refused it, and takes
+#    it off without waiting; kpatch must wait before it frees the site.
+#
+# In both the functions run the right version before and after, and the
+# kernel log is compared whole.
+
+KPATCH_HOOKS=${KPATCH_HOOKS:-/kpatch/hooks}
+# (read by functions.sh)
+# shellcheck disable=SC2034
+KPATCH_KO=$KPATCH_HOOKS/kpatch.ko
+# shellcheck disable=SC2034
+KPATCH_MODDIR=$KPATCH_HOOKS/test_modules
+
+# shellcheck source-path=SCRIPTDIR source=functions.sh
+. "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
+
+MOD=kpatch_test_preoff
+HOLD_MS=${KPATCH_PREOFF_HOLD_MS:-4000}
+
+setup_modules kpatch "$MOD"
+[ "$(grep -c '^processor' /proc/cpuinfo)" -ge 2 ] ||
+	bail "setup: needs two CPUs"
+
+# pairs N...: the words "OLD NEW" of kpatch_test_preoff_fN for each N
+pairs() {
+	for _pa_n in "$@"; do
+		sym "${MOD}_f$_pa_n" "$MOD" || return 1
+		sym "${MOD}_f${_pa_n}_new" "$MOD" || return 1
+	done | tr '\n' ' '
+}
+keep=$(pairs 0 1 2 3 4) || bail "setup: find f0 .. f4 and their replacements"
+gone=$(pairs 5 6 7 8 9) || bail "setup: find f5 .. f9 and their replacements"
+# (each is ten words, split on purpose below)
+echo "$HOLD_MS" >"/sys/module/$MOD/parameters/hold_ms" ||
+	bail "setup: set hold_ms"
+
+values() {
+	modparam "$MOD" values
+}
+
+# handler_is FUNC HANDLER: enabled_functions names HANDLER for FUNC
+# shellcheck disable=SC2317
+handler_is() {
+	site "$1" | grep -q "$2"
+}
+
+# unpatch_in_section NAME: unpatch NAME with the section armed; then
+# assert that the section was begun and is over
+unpatch_in_section() {
+	_us_before=$(modparam "$MOD" sections)
+	echo 1 >"/sys/module/$MOD/parameters/armed"
+	expect_ok unpatch "$1"
+	_us_in=$(modparam "$MOD" in_section)
+	check_eq "$1: the section began during the unpatch" \
+		"$((_us_before + 1))" "$(modparam "$MOD" sections)"
+	check_eq "$1: the unpatch returned after the section with preemption off ended" \
+		N "$_us_in"
+	check "the section ends" wait_until modparam_is "$MOD" in_section N
+}
+
+start_test "sites leave kpatch_fops while it stays registered"
+log_mark
+# shellcheck disable=SC2086
+expect_ok patch keep $keep
+# shellcheck disable=SC2086
+expect_ok patch gone $gone
+check_eq "keep, gone: all new" "100 101 102 103 104 105 106 107 108 109" \
+	"$(values)"
+check "f0: kpatch_fops_handler" handler_is "${MOD}_f0" kpatch_fops_handler
+check "f9: kpatch_fops_handler" handler_is "${MOD}_f9" kpatch_fops_handler
+unpatch_in_section gone
+check_eq "gone removed: f5 .. f9 old" "100 101 102 103 104 5 6 7 8 9" \
+	"$(values)"
+check_log "the log has the patches enabled and removed, nothing else" <<EOF
+kpatch: tainting kernel with TAINT_LIVEPATCH
+kpatch: patch 'keep' enabled (5 functions)
+kpatch: patch 'gone' enabled (5 functions)
+kpatch: patch 'gone' removed
+EOF
+check_no_splat
+
+start_test "the last sites leave kpatch_fops, which is unregistered"
+log_mark
+unpatch_in_section keep
+check_eq "keep removed: all old" "0 1 2 3 4 5 6 7 8 9" "$(values)"
+check_log "the log has the patch removed, nothing else" <<EOF
+kpatch: patch 'keep' removed
+EOF
+check_no_splat
+
+# refused_in_section: case 3 with kpatch's parameter direct as it is now
+refused_in_section() {
+	_rs_before=$(modparam "$MOD" sections)
+	echo 1 >"/sys/module/$MOD/parameters/start"
+	# shellcheck disable=SC2086
+	expect_errno EBUSY patch r3 $p3
+	_rs_in=$(modparam "$MOD" in_section)
+	check_eq "r3: the section began before the patch" \
+		"$((_rs_before + 1))" "$(modparam "$MOD" sections)"
+	check_eq "r3: the refusal returned after the section with preemption off ended" \
+		N "$_rs_in"
+	check "the section ends" wait_until modparam_is "$MOD" in_section N
+	check_eq "r3 refused: all old" "0 1 2 3 4 5 6 7 8 9" "$(values)"
+}
+
+KP_DIRECT_PARAM=/sys/module/kpatch/parameters/direct
+p3=$(pairs 3) || bail "setup: find f3 and its replacement"
+for direct in Y N; do
+	start_test "a registration ftrace refuses (direct=$direct)"
+	log_mark
+	if [ "$direct" = N ] && [ ! -e "$KP_DIRECT_PARAM" ]; then
+		skip "kpatch has no parameter direct"
+		continue
+	fi
+	[ ! -e "$KP_DIRECT_PARAM" ] || echo "$direct" >"$KP_DIRECT_PARAM" ||
+		bail "set direct=$direct"
+	if insmod "${KPATCH_NORMAL_MODDIR:-/kpatch/test_modules}/kpatch_test_kprobe.ko" \
+		"func=${MOD}_f3" post=1; then
+		ok "insmod kpatch_test_kprobe func=${MOD}_f3 post=1"
+		refused_in_section
+		check "rmmod kpatch_test_kprobe" unload_mod kpatch_test_kprobe
+	else
+		not_ok "insmod kpatch_test_kprobe func=${MOD}_f3 post=1"
+	fi
+	[ ! -e "$KP_DIRECT_PARAM" ] || echo Y >"$KP_DIRECT_PARAM" ||
+		bail "set direct=Y"
+	check_log "the log names f3" <<EOF
+kpatch: patch 'r3' refused: ftrace cannot redirect ${MOD}_f3+0x0/0x0 [$MOD] (-16); is a kprobe or another live patch on it?
+EOF
+	check_no_splat
+done
+
+kp_exit

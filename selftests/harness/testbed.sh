@@ -9,6 +9,25 @@
 # ...; *-kpatch-debug), is built from Debian's linux-source-6.1 by
 # selftests/harness/debug-kernel.sh.
 #
+# The versions come from Debian's meta packages at setup; a missing
+# bookworm-backports source is derived from the machine's debian.sources.
+# From 7.x the vmlinuz is in linux-binary-KVER.  7.x's headers need a
+# newer compiler and libc than bookworm's, so its modules are built in a
+# Debian unstable chroot (debootstrap --variant=minbase, kept in the
+# cache).  The PREEMPT_RT kernel runs only RT_TESTS unless KPATCH_TESTS
+# names scripts.  The debug kernel's modules are signed with its build key.
+#
+# Guests: -accel tcg,thread=single -cpu max -smp 2 -m 1G, the kernel and
+# a busybox initramfs; round-robin TCG because with one host thread per
+# vCPU a vCPU can run stale code of a function the kernel rewrites (see
+# boot); the debug kernel boots with no5lvl (see boot).  A kernel's
+# scripts are split into guests balanced on their times in the previous
+# run, and the lockdown boot is a guest of its own (see "run lanes").
+# The lockdown boot expects the signed modules to load and the control
+# file not to open (debug kernel), or the unsigned kpatch.ko to be
+# refused with the reason in the log (Debian's kernels): see
+# selftests/lockdown.sh.
+#
 #   testbed.sh setup [--demo]     install packages, headers and guest kernels,
 #                                 and every Debian 12 and unstable kernel
 #                                 header package (for lint.sh);

@@ -29,12 +29,13 @@
  *   entry      one function of one patch: its old and new function
  *   site       the ftrace call site of a patched function, and how calls
  *              leave it: through an ftrace_ops whose handler sets the
- *              return address, one that such sites share or, where
- *              another ftrace user hooks the function too, one of the
- *              site's own (an ftrace_ops site), or, where
- *              ftrace can make a direct call a jmp, straight to the newest
- *              new function (a jmp site); a site owns its entries, newest
- *              first, as livepatch's klp_ops owns its func_stack
+ *              return address, the site's own (an update that makes at
+ *              most KPATCH_OWN_SITES new sites, or a function another
+ *              ftrace user hooks too) or kpatch_fops, which the sites of
+ *              an update that makes more share (an ftrace_ops site), or,
+ *              where ftrace can make a direct call a jmp, straight to the
+ *              newest new function (a jmp site); a site owns its entries,
+ *              newest first, as livepatch's klp_ops owns its func_stack
  *   part       a patch an update adds or removes; its hooks run in turn
  *   piece      code of a function that the compiler moved elsewhere:
  *              foo.cold, foo.part.N

@@ -831,11 +831,6 @@ site() {
 		}' "$TRACEFS/enabled_functions"
 }
 
-# on_direct FUNC: FUNC is called through kpatch's direct trampoline
-on_direct() {
-	site "$1" | grep -q 'direct-->kpatch_direct_tramp'
-}
-
 # on_handler FUNC: enabled_functions names a handler of kpatch's for FUNC
 on_handler() {
 	site "$1" | grep -Eq 'kpatch_(ftrace|fops)_handler'

@@ -9,6 +9,25 @@
 # ...; *-kpatch-debug), is built from Debian's linux-source-6.1 by
 # selftests/harness/debug-kernel.sh.
 #
+# The versions come from Debian's meta packages at setup; a missing
+# bookworm-backports source is derived from the machine's debian.sources.
+# From 7.x the vmlinuz is in linux-binary-KVER.  7.x's headers need a
+# newer compiler and libc than bookworm's, so its modules are built in a
+# Debian unstable chroot (debootstrap --variant=minbase, kept in the
+# cache).  The PREEMPT_RT kernel runs only RT_TESTS unless KPATCH_TESTS
+# names scripts.  The debug kernel's modules are signed with its build key.
+#
+# Guests: -accel tcg,thread=single -cpu max -smp 2 -m 1G, the kernel and
+# a busybox initramfs; round-robin TCG because with one host thread per
+# vCPU a vCPU can run stale code of a function the kernel rewrites (see
+# boot); the debug kernel boots with no5lvl (see boot).  A kernel's
+# scripts are split into guests balanced on their times in the previous
+# run, and the lockdown boot is a guest of its own (see "run lanes").
+# The lockdown boot expects the signed modules to load and the control
+# file not to open (debug kernel), or the unsigned kpatch.ko to be
+# refused with the reason in the log (Debian's kernels): see
+# selftests/lockdown.sh.
+#
 #   testbed.sh setup [--demo]     install packages, headers and guest kernels,
 #                                 and every Debian 12 and unstable kernel
 #                                 header package (for lint.sh);
@@ -698,7 +717,7 @@ cmd_build() {
 		die "kpatch.ko build for $kver printed warnings (W=1)"
 	fi
 	[[ -e $out/kpatch.ko ]] || die "kpatch.ko was not built"
-	check_tramp "$out/kpatch.ko"
+	check_guard "$out/kpatch.ko"
 
 	if [[ -d $SRC/selftests/test_modules ]]; then
 		log "building test modules for $kver"
@@ -780,27 +799,28 @@ build_example() {
 	fi
 }
 
-# check_tramp KO: the direct trampoline starts on a 16-byte boundary.  The
-# low bit of a direct call's address is a flag to ftrace on kernels with
-# DYNAMIC_FTRACE_WITH_JMP, so the address must be even; kpatch.c aligns it
-# like a compiled function.  In a .ko that is the symbol's offset in its
-# section and the section's alignment.
-check_tramp() {
+# check_guard KO: kpatch_guard, the direct call of a jmp site while an
+# update changes it, starts on a 16-byte boundary.  The low bit of a
+# direct call's address is a flag to ftrace on kernels with
+# DYNAMIC_FTRACE_WITH_JMP, so the address must be even; kpatch.c aligns
+# it like a compiled function.  In a .ko that is the symbol's offset in
+# its section and the section's alignment.
+check_guard() {
 	local ko=$1 val sec align
 	read -r val sec < <(readelf -sW "$ko" |
-		awk '$8 == "kpatch_direct_tramp" { print $2, $7 }') || true
+		awk '$8 == "kpatch_guard" { print $2, $7 }') || true
 	if [[ -z ${val:-} ]]; then
-		log "no kpatch_direct_tramp in $ko (no direct calls on this kernel)"
+		log "no kpatch_guard in $ko (no jmp sites on this kernel)"
 		return 0
 	fi
 	align=$(readelf -SW "$ko" | sed 's/^ *\[ *\([0-9]*\)\]/\1/' |
 		awk -v s="$sec" '$1 == s { print $NF }')
 	[[ $sec =~ ^[0-9]+$ && $align =~ ^[0-9]+$ ]] ||
-		die "kpatch_direct_tramp in $ko: cannot read its section ($sec)"
+		die "kpatch_guard in $ko: cannot read its section ($sec)"
 	if ((16#$val % 16 || align < 16)); then
-		die "kpatch_direct_tramp in $ko is at offset 0x$val of a section aligned to $align: not 16-byte aligned"
+		die "kpatch_guard in $ko is at offset 0x$val of a section aligned to $align: not 16-byte aligned"
 	fi
-	log "kpatch_direct_tramp: offset 0x$val, section alignment $align"
+	log "kpatch_guard: offset 0x$val, section alignment $align"
 }
 
 # sign_modules KVER DIR: when KVER's build tree has its signing key (the

@@ -1708,9 +1708,10 @@ static void kpatch_site_release(struct kpatch_site *site)
  * Release the sites @try->gone[0..@n), whose last entry has gone (or
  * which never had one).  Each leaves kpatch_sites first, so that no call
  * finds it any more.  A site with an ftrace_ops of its own or a direct
- * call is then unhooked alone, and the unregistration waits until no CPU
- * is in the handler or the guard's slow path (preemption off there) and
- * no task in a trampoline.  Those on kpatch_fops leave its filter in one
+ * call is then unhooked alone (kpatch_site_release()): unregistering an
+ * ftrace_ops waits until no CPU is in its handler and no task in its
+ * trampoline; for a direct call kpatch waits itself for the guard's slow
+ * path (preemption off there).  Those on kpatch_fops leave its filter in one
  * ftrace update, and a call that found one of them before may still be in
  * kpatch_fops_handler(): the wait for it is the pair of the handler's
  * preempt_disable_notrace(), kpatch_sync_preempt_off() here, unless

@@ -17,7 +17,10 @@
 #    it must be accepted, as it is when f and g are jmps already (checked
 #    first, the same update after the jmp).  kpatch.c's parameter retries
 #    is 0 here, so that one refusal shows.
-# 2. rmmod kpatch right after a patch and its unpatch: the work is still
+# 2. The same with f's site on the guard for good: its new function,
+#    kpatch_test_own_indirect(), starts at an odd address, which ftrace
+#    cannot make a jmp to.
+# 3. rmmod kpatch right after a patch and its unpatch: the work is still
 #    queued when kpatch goes, and must not run after (the guest would
 #    oops about 100 ms later); the kernel log stays clean.
 #
@@ -43,7 +46,7 @@ NMI_PARAMS=/sys/module/kpatch_test_nmi/parameters
 setup_modules kpatch kpatch_test_nmi
 # kpatch_test_target and _new use no hook: the ordinary build has them
 KPATCH_MODDIR=${KPATCH_PLAIN_MODDIR:-/kpatch/test_modules}
-setup_modules kpatch_test_target kpatch_test_new
+setup_modules kpatch_test_target kpatch_test_new kpatch_test_own
 case $(modparam kpatch_test_target ftrace_jmp) in
 Y) JMP=1 ;;
 N) JMP= ;;
@@ -59,6 +62,7 @@ f2=$(sym kpatch_test_nmi_f2 kpatch_test_nmi) || bail "setup: find kpatch_test_nm
 g2=$(sym kpatch_test_nmi_g2 kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_g2"
 a=$(sym kpatch_test_value_a kpatch_test_target) || bail "setup: find kpatch_test_value_a"
 a1=$(sym kpatch_test_value_a_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_a_v1"
+odd=$(sym kpatch_test_own_indirect kpatch_test_own) || bail "setup: find kpatch_test_own_indirect"
 
 # hooks_of N: the HOOK=ADDR words of kpatch_test_nmi's patch to generation N
 hooks_of() {
@@ -159,6 +163,39 @@ fi
 
 # --------------------------------------------------------------------- 2 --
 
+# on_guard FUNC: FUNC's fentry is a direct call of kpatch_guard
+on_guard() {
+	site "$1" | grep -qF 'direct-->kpatch_guard+0x0/'
+}
+
+start_test "an update of other functions while f stays on the guard"
+if [ -z "$JMP" ]; then
+	skip "$NO_JMP"
+else
+	log_mark
+	mark2=$KP_MARK
+	check "precondition: kpatch_test_own_indirect starts at an odd address ($odd)" \
+		[ $((0x$odd & 1)) -eq 1 ]
+	expect_ok patch O "$f" "$odd"
+	sleep 1
+	check "f: on kpatch_guard, after the work had its turn" on_guard kpatch_test_nmi_f
+	diag "% echo updating > $NMI_PARAMS/force"
+	echo updating >"$NMI_PARAMS/force"
+	forced0=$(nmi forced)
+	log_mark
+	expect_ok patch U "$a" "$a1"
+	echo off >"$NMI_PARAMS/force"
+	check_eq "the NMI landed during patch U" $((forced0 + 1)) "$(nmi forced)"
+	check_eq "a is a1" "a=11 b=2" "$(target_values)"
+	kp unpatch U >/dev/null
+	expect_ok unpatch O
+	check_eq "f and g at generation 0" 0 "$(nmi generation)"
+	check_no_splat "$mark2"
+	check "rmmod kpatch_test_own" unload_mod kpatch_test_own
+fi
+
+# --------------------------------------------------------------------- 3 --
+
 start_test "rmmod kpatch while the work that makes jmps is queued"
 if [ -z "$JMP" ]; then
 	skip "$NO_JMP"
@@ -167,13 +204,13 @@ else
 	check "rmmod kpatch_test_nmi" unload_mod kpatch_test_nmi
 	KPATCH_KO=${KPATCH_PLAIN_KO:-/kpatch/kpatch.ko}
 	log_mark
-	mark2=$KP_MARK
+	mark3=$KP_MARK
 	diag "% echo 'patch R a a1' > control; echo 'unpatch R' > control; rmmod kpatch"
 	race_write "$KP_TMP/r" "patch R $a $a1"
 	race_write "$KP_TMP/ur" "unpatch R"
 	rm_ok=0
 	rmmod kpatch 2>"$KP_TMP/rm" && rm_ok=1
-	kmsg "kpatch-selftest: rmmod kpatch returned"
+	kmsg "rmmod kpatch returned"
 	diag "kernel log (the work is due 100 ms after patch R):" \
 		"$(log_since_mark | grep -E 'kpatch(-selftest)?: ')"
 	check_eq "patch R -> OK" OK "$(result "$KP_TMP/r")"
@@ -183,6 +220,6 @@ else
 	fi
 	sleep 1
 	check_eq "a is the original" "a=1 b=2" "$(target_values)"
-	check_no_splat "$mark2"
+	check_no_splat "$mark3"
 	check "kpatch loads again" load_kpatch
 fi

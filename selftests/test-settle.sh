@@ -16,7 +16,8 @@
 #    update, so their calls are no proof that a function it changes ran:
 #    it must be accepted, as it is when f and g are jmps already (checked
 #    first, the same update after the jmp).  kpatch.c's parameter retries
-#    is 0 here, so that one refusal shows.
+#    is 0 here, so that one refusal shows; then the same with the default
+#    retries (3, 20 ms apart), where no try may be refused either.
 # 2. The same with f's site on the guard for good: its new function,
 #    kpatch_test_own_indirect(), starts at an odd address, which ftrace
 #    cannot make a jmp to.
@@ -154,7 +155,24 @@ else
 	check_eq "no caller saw two generations" 0 "$(nmi inconsistent)"
 	check "f: a jmp to f2" wait_until jmp_to kpatch_test_nmi_f kpatch_test_nmi_f2
 	kp unpatch U >/dev/null
-	expect_ok unpatch Q
+
+	# Once more with kpatch's default retries (3, 20 ms apart): unpatch Q
+	# moves f and g onto the guard again.
+	check "set retries 3" set_param kpatch retries 3
+	check "set retry_delay_ms 20" set_param kpatch retry_delay_ms 20
+	log_mark
+	diag "% echo 'unpatch Q' > control; echo updating > force; echo 'patch U a a1' > control"
+	race_write "$KP_TMP/q" "unpatch Q"
+	echo updating >"$NMI_PARAMS/force"
+	race_write "$KP_TMP/u" "patch U $a $a1"
+	echo off >"$NMI_PARAMS/force"
+	check_eq "unpatch Q -> OK" OK "$(result "$KP_TMP/q")"
+	check_eq "patch U, right after, with retries -> OK" OK "$(result "$KP_TMP/u")"
+	check_no_grep "no try of patch U was refused" 'kpatch: .*(refused|busy)' \
+		"$(log_since_mark)"
+	check_eq "f and g at generation 1" 1 "$(nmi generation)"
+	check "set retries 0" set_param kpatch retries 0
+	kp unpatch U >/dev/null
 	expect_ok unpatch P
 	check_eq "a is the original" "a=1 b=2" "$(target_values)"
 	check_eq "f and g at generation 0" 0 "$(nmi generation)"

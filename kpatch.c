@@ -684,16 +684,32 @@ static unsigned int kpatch_fops_nr;
  * site is in kpatch_sites for as long as its direct call can be made, and
  * freed only after kpatch_site_release() has waited for every CPU that
  * was in here with preemption off.
+ *
+ * A jmp site stays on the guard after its update until kpatch_settle_fn()
+ * makes it a jmp, and for good with a new function at an odd address, so
+ * a call of it may come while another update runs.  Only the sites the
+ * running update marked (step 1 of kpatch_update_cb(): their target is
+ * KPATCH_TARGET_SLOW) take the state machine; an unmarked site's entries
+ * do not change under this update, and its first entry runs, without
+ * touching the state.  A call that read the mark as not set before step 1
+ * stored it reads the entries before that update changes any: its CPU's
+ * stopper cannot answer the rendezvous while it runs.
  */
 static unsigned long notrace __used kpatch_guard_slow(unsigned long ret)
 {
 	struct kpatch_site *site;
+	struct kpatch_entry *top;
 	unsigned long target = 0;
 
 	preempt_disable_notrace();
 	site = kpatch_site_find(ret - MCOUNT_INSN_SIZE);
-	if (site)
+	/* as kpatch_ftrace_handler()'s: pairs with step 3 of kpatch_update_cb() */
+	if (site && smp_load_acquire(&site->target) == KPATCH_TARGET_SLOW) {
 		target = kpatch_redirect_slow(site);
+	} else if (site) {
+		top = kpatch_top(site);
+		target = top ? top->new_addr : 0;
+	}
 	preempt_enable_notrace();
 	return target;
 }
@@ -711,8 +727,9 @@ static unsigned long notrace __used kpatch_guard_slow(unsigned long ret)
  * function's fentry return address on its stack, which the stack check of
  * every update that changes the site refuses.  Aligned to 16 bytes, like
  * the compiler's functions: ftrace takes an odd direct address as a jmp.
- * It is used only while an update runs; the model in README.md's
- * benchmarks says what its return costs.
+ * It is used while an update runs and until kpatch_settle_fn() makes its
+ * sites jmps again; the model in README.md's benchmarks says what its
+ * return costs.
  */
 void kpatch_guard(void);
 
@@ -862,8 +879,11 @@ static void kpatch_settle_targets(struct kpatch_try *try)
 	unsigned int i;
 
 	for (i = 0; i < try->nr_sites; i++) {
-		if (try->sites[i]->jmp)
+		/* a jmp site's target is only the guard's mark: cleared */
+		if (try->sites[i]->jmp) {
+			WRITE_ONCE(try->sites[i]->target, 0);
 			continue;
+		}
 		top = kpatch_top(try->sites[i]);
 		WRITE_ONCE(try->sites[i]->target, top ? top->new_addr : 0);
 	}
@@ -982,8 +1002,7 @@ static int kpatch_update_cb(void *data)
 	 * for the smp_rmb() in kpatch_redirect_slow().
 	 */
 	for (i = 0; i < try->nr_sites; i++)
-		if (!try->sites[i]->jmp)
-			WRITE_ONCE(try->sites[i]->target, KPATCH_TARGET_SLOW);
+		WRITE_ONCE(try->sites[i]->target, KPATCH_TARGET_SLOW);
 	atomic_set_release(&kpatch_state, KPATCH_STATE_UPDATING);
 	smp_wmb();	/* state before entries; see above */
 

@@ -4536,6 +4536,12 @@ static __cold int kpatch_patches_show(struct seq_file *m, void *v)
 	struct kpatch_entry *e;
 	unsigned int i;
 
+	/*
+	 * After a read of this file, ftrace's enabled_functions shows what
+	 * the last update decided: jmp sites it left on the guard become
+	 * jmps first (kpatch_settle_fn()).
+	 */
+	flush_delayed_work(&kpatch_settle_work);
 	mutex_lock(&kpatch_mutex);
 	list_for_each_entry(patch, &kpatch_patches, list) {
 		kpmod = patch->kpmod;

@@ -649,8 +649,7 @@ state_snapshot() {
 	echo "== ls -R $KP_SYSFS"
 	ls -R "$KP_SYSFS" 2>&1
 	echo "== $TRACEFS/enabled_functions"
-	sed -E -e 's/[[:space:]]+(tramp: |->arch_ftrace_ops_list_func).*$//' \
-		-e 's/direct(\(jmp\))?-->.*$/direct-->(a jmp site settles later)/' \
+	sed -E 's/[[:space:]]+(tramp: |->arch_ftrace_ops_list_func).*$//' \
 		"$TRACEFS/enabled_functions" 2>&1
 	echo "== module refcounts"
 	awk '$1 ~ /^kpatch/ { print $1, $3 }' /proc/modules

@@ -420,8 +420,9 @@ static LIST_HEAD(kpatch_patches);
  *    fentry is a direct call of @jmp.  While no update touches the site,
  *    @jmp is the newest new function, as a jmp (kpatch_jmp_to()): calls go
  *    there without any code of kpatch.  An update moves it to the guard
- *    (kpatch_guard) before its stop_machine() and back to a jmp after its
- *    grace period (kpatch_sites_guard(), kpatch_sites_settle()).
+ *    (kpatch_guard) before its stop_machine(), and a work item moves it
+ *    back to a jmp after the update (kpatch_sites_guard(),
+ *    kpatch_settle_fn()).
  *
  * A site holds a reference on the module of its function and on kpatch
  * itself for as long as it hooks the function, so neither can be unloaded
@@ -683,16 +684,32 @@ static unsigned int kpatch_fops_nr;
  * site is in kpatch_sites for as long as its direct call can be made, and
  * freed only after kpatch_site_release() has waited for every CPU that
  * was in here with preemption off.
+ *
+ * A jmp site stays on the guard after its update until kpatch_settle_fn()
+ * makes it a jmp, and for good with a new function at an odd address, so
+ * a call of it may come while another update runs.  Only the sites the
+ * running update marked (step 1 of kpatch_update_cb(): their target is
+ * KPATCH_TARGET_SLOW) take the state machine; an unmarked site's entries
+ * do not change under this update, and its first entry runs, without
+ * touching the state.  A call that read the mark as not set before step 1
+ * stored it reads the entries before that update changes any: its CPU's
+ * stopper cannot answer the rendezvous while it runs.
  */
 static unsigned long notrace __used kpatch_guard_slow(unsigned long ret)
 {
 	struct kpatch_site *site;
+	struct kpatch_entry *top;
 	unsigned long target = 0;
 
 	preempt_disable_notrace();
 	site = kpatch_site_find(ret - MCOUNT_INSN_SIZE);
-	if (site)
+	/* as kpatch_ftrace_handler()'s: pairs with step 3 of kpatch_update_cb() */
+	if (site && smp_load_acquire(&site->target) == KPATCH_TARGET_SLOW) {
 		target = kpatch_redirect_slow(site);
+	} else if (site) {
+		top = kpatch_top(site);
+		target = top ? top->new_addr : 0;
+	}
 	preempt_enable_notrace();
 	return target;
 }
@@ -710,8 +727,9 @@ static unsigned long notrace __used kpatch_guard_slow(unsigned long ret)
  * function's fentry return address on its stack, which the stack check of
  * every update that changes the site refuses.  Aligned to 16 bytes, like
  * the compiler's functions: ftrace takes an odd direct address as a jmp.
- * It is used only while an update runs; the model in README.md's
- * benchmarks says what its return costs.
+ * It is used while an update runs and until kpatch_settle_fn() makes its
+ * sites jmps again; the model in README.md's benchmarks says what its
+ * return costs.
  */
 void kpatch_guard(void);
 
@@ -861,8 +879,11 @@ static void kpatch_settle_targets(struct kpatch_try *try)
 	unsigned int i;
 
 	for (i = 0; i < try->nr_sites; i++) {
-		if (try->sites[i]->jmp)
+		/* a jmp site's target is only the guard's mark: cleared */
+		if (try->sites[i]->jmp) {
+			WRITE_ONCE(try->sites[i]->target, 0);
 			continue;
+		}
 		top = kpatch_top(try->sites[i]);
 		WRITE_ONCE(try->sites[i]->target, top ? top->new_addr : 0);
 	}
@@ -981,8 +1002,7 @@ static int kpatch_update_cb(void *data)
 	 * for the smp_rmb() in kpatch_redirect_slow().
 	 */
 	for (i = 0; i < try->nr_sites; i++)
-		if (!try->sites[i]->jmp)
-			WRITE_ONCE(try->sites[i]->target, KPATCH_TARGET_SLOW);
+		WRITE_ONCE(try->sites[i]->target, KPATCH_TARGET_SLOW);
 	atomic_set_release(&kpatch_state, KPATCH_STATE_UPDATING);
 	smp_wmb();	/* state before entries; see above */
 
@@ -1812,32 +1832,42 @@ static __cold int kpatch_sites_guard(struct kpatch_try *try)
 	return 0;
 }
 
+/* The jmp @site should make now: to its newest new function, if it can. */
+static unsigned long kpatch_site_jmp(struct kpatch_site *site)
+{
+	struct kpatch_entry *top = kpatch_top(site);
+
+	/*
+	 * A new function at an odd address (an asm function without
+	 * alignment) stays on the guard: ftrace takes bit 0 of a direct
+	 * address to mean "jmp" and clears it, and the jmp would land one
+	 * byte early.
+	 */
+	if (!top || top->new_addr & 1)
+		return (unsigned long)kpatch_guard;
+	return kpatch_jmp_to(top->new_addr);
+}
+
 /*
- * After the grace period that ends an update, done or undone: each jmp
- * site of @try back to a jmp, to the new function its first entry now
- * names, one at a time (every caller already sees that version through
- * the guard), and each site of @try without an entry released.  A site
- * whose jmp ftrace cannot set stays on the guard: slower, but right.  So
- * does one whose new function starts at an odd address (an asm function
- * without alignment): ftrace takes bit 0 of a direct address to mean
- * "jmp" and clears it, and the jmp would land one byte early.
+ * Every jmp site on the guard back to a jmp, to the new function its
+ * first entry names, one at a time: every caller already sees that
+ * version through the guard.  Each move is an ftrace code update (about
+ * 19 ms), so it runs about 100 ms after the command that made the update
+ * has returned (on a single CPU a work queued at once would still run
+ * before the writer), from kpatch_settle_work.  Under kpatch_mutex no update is in flight
+ * (the state is IDLE between the tries of a waiting update too), and no
+ * site is made or freed.  A site whose jmp ftrace cannot set stays on the
+ * guard: slower, but right.
  */
-static void kpatch_sites_settle(struct kpatch_try *try)
+static void kpatch_settle_fn(struct work_struct *work)
 {
 	struct kpatch_site *site;
-	struct kpatch_entry *top;
-	unsigned int i, n = 0;
 	unsigned long jmp;
+	int bkt;
 
-	for (i = 0; i < try->nr_sites; i++) {
-		site = try->sites[i];
-		top = kpatch_top(site);
-		if (!top) {
-			try->gone[n++] = site;
-			continue;
-		}
-		jmp = top->new_addr & 1 ? (unsigned long)kpatch_guard :
-					  kpatch_jmp_to(top->new_addr);
+	mutex_lock(&kpatch_mutex);
+	hash_for_each(kpatch_sites, bkt, site, node) {
+		jmp = kpatch_site_jmp(site);
 		if (!site->jmp || site->jmp == jmp)
 			continue;
 		if (kpatch_direct_move(&site->ops, jmp))
@@ -1846,7 +1876,32 @@ static void kpatch_sites_settle(struct kpatch_try *try)
 		else
 			site->jmp = jmp;
 	}
+	mutex_unlock(&kpatch_mutex);
+}
+
+static DECLARE_DELAYED_WORK(kpatch_settle_work, kpatch_settle_fn);
+
+/*
+ * After the grace period that ends an update, done or undone: each site of
+ * @try without an entry released, and, for each jmp site of @try the
+ * update left on the guard, kpatch_settle_work queued.
+ */
+static void kpatch_sites_settle(struct kpatch_try *try)
+{
+	struct kpatch_site *site;
+	unsigned int i, n = 0;
+	bool move = false;
+
+	for (i = 0; i < try->nr_sites; i++) {
+		site = try->sites[i];
+		if (!kpatch_top(site))
+			try->gone[n++] = site;
+		else if (site->jmp && site->jmp != kpatch_site_jmp(site))
+			move = true;
+	}
 	kpatch_sites_release(try, n);
+	if (move)
+		queue_delayed_work(system_wq, &kpatch_settle_work, HZ / 10);
 }
 
 /* ------------------------------------------------------------------------
@@ -4482,6 +4537,12 @@ static __cold int kpatch_patches_show(struct seq_file *m, void *v)
 	struct kpatch_entry *e;
 	unsigned int i;
 
+	/*
+	 * After a read of this file, ftrace's enabled_functions shows what
+	 * the last update decided: jmp sites it left on the guard become
+	 * jmps first (kpatch_settle_fn()).
+	 */
+	flush_delayed_work(&kpatch_settle_work);
 	mutex_lock(&kpatch_mutex);
 	list_for_each_entry(patch, &kpatch_patches, list) {
 		kpmod = patch->kpmod;
@@ -4735,6 +4796,8 @@ static void __exit kpatch_exit(void)
 	WARN_ON(!hash_empty(kpatch_sites));
 	WARN_ON(kpatch_fops_nr);
 	WARN_ON(!list_empty(&kpatch_ways_in));
+	/* queued by an update whose sites are all gone since */
+	cancel_delayed_work_sync(&kpatch_settle_work);
 
 	debugfs_remove_recursive(kpatch_debugfs_dir);
 	kobject_put(kpatch_patches_kobj);

@@ -287,7 +287,10 @@ check "set direct=Y" set_direct Y
 expect_ok patch probe "$cmd" "$cmd1"
 show_site
 JMP=0
-if on_jmp "$NEW"; then JMP=1; fi
+if site "$FUNC" | grep -q 'direct'; then
+	# a jmp site is made a jmp after the command returns
+	if wait_until on_jmp "$NEW"; then JMP=1; fi
+fi
 case $(uname -r) in
 [0-6].*)
 	check_eq "this kernel has no jmp sites" 0 "$JMP"
@@ -573,7 +576,7 @@ elif [ -n "$NO_BPF" ]; then
 else
 	check "set direct=Y" set_direct Y
 	expect_ok patch j1 "$cmd" "$cmd1"
-	check "precondition: a jmp site" on_jmp "$NEW"
+	check "precondition: a jmp site" wait_until on_jmp "$NEW"
 	_js=$(site "$FUNC")
 	for _jp in fentry fexit; do
 		bpf_attach "$_jp"
@@ -628,7 +631,7 @@ else
 	bpf_stop
 	check "$FUNC is gone from enabled_functions" wait_until gone
 	expect_ok patch j3 "$cmd" "$cmd1"
-	check "without BPF the next patch is a jmp site again" on_jmp "$NEW"
+	check "without BPF the next patch is a jmp site again" wait_until on_jmp "$NEW"
 	read_cmdline 1
 	check_eq "the patch's result" "$V1" "$CMDLINE"
 	expect_ok unpatch j3
@@ -647,11 +650,11 @@ if [ "$JMP" = 0 ]; then
 else
 	check "set direct=Y" set_direct Y
 	expect_ok patch j4 "$cmd" "$cmd1"
-	check "precondition: a jmp site" on_jmp "$NEW"
+	check "precondition: a jmp site" wait_until on_jmp "$NEW"
 	check "the kprobe attaches" kprobe_attach
 	check "kprobes lists it on ftrace" kprobe_armed
 	show_site
-	check "still a jmp site" on_jmp "$NEW"
+	check "still a jmp site" wait_until on_jmp "$NEW"
 	check_kprobe_hits "$READS"
 	check_eq "the reads give the patch's result" "$V1" "$CMDLINE"
 	expect_ok unpatch j4
@@ -659,12 +662,12 @@ else
 	check_eq "unpatched with the kprobe: the kernel's cmdline" "$orig" "$CMDLINE"
 	expect_ok patch j5 "$cmd" "$cmd1"
 	show_site
-	check "a patch beside the kprobe: a jmp site" on_jmp "$NEW"
+	check "a patch beside the kprobe: a jmp site" wait_until on_jmp "$NEW"
 	check_kprobe_hits "$READS"
 	check_eq "the reads give the patch's result" "$V1" "$CMDLINE"
 	expect_ok patch j6 "$cmd" "$cmd2"
 	show_site
-	check "a second patch on top: a jmp to its function" on_jmp \
+	check "a second patch on top: a jmp to its function" wait_until on_jmp \
 		kpatch_test_cmdline_v2
 	check_kprobe_hits "$READS"
 	check_eq "the second patch's result" "$V2" "$CMDLINE"
@@ -675,7 +678,7 @@ else
 	check "the kprobe detaches" kprobe_detach
 	read_cmdline "$READS"
 	check_eq "kprobe detached: still the patch's result" "$V1" "$CMDLINE"
-	check "still a jmp site" on_jmp "$NEW"
+	check "still a jmp site" wait_until on_jmp "$NEW"
 	expect_ok unpatch j5
 	read_cmdline 1
 	check_eq "the kernel's cmdline" "$orig" "$CMDLINE"

@@ -120,7 +120,7 @@ show_sites() {
 
 # check_jmp FUNC NEW: FUNC is a jmp site, jumping to NEW
 check_jmp() {
-	check "$1: direct(jmp)-->$2" jmp_to "$1" "$2"
+	check "$1: direct(jmp)-->$2" wait_until jmp_to "$1" "$2"
 	check_not "$1: no IPMODIFY ops" ipmodify "$1"
 	check_not "$1: no kpatch_ftrace_handler" on_handler "$1"
 }

@@ -228,7 +228,7 @@ log_mark
 expect_ok patch j1 $p0
 check_values "j1: f0 new" "100 1 2 3 4 5 6 7 8 9"
 if [ -n "$JMP" ]; then
-	check "f0: a jmp site" handler_is "${MOD}_f0" 'direct(jmp)-->'
+	check "f0: a jmp site" wait_until handler_is "${MOD}_f0" 'direct(jmp)-->'
 else
 	check "f0: kpatch_ftrace_handler" handler_is "${MOD}_f0" \
 		kpatch_ftrace_handler

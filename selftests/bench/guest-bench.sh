@@ -50,6 +50,13 @@ bench() {
 # path_is TEXT WHAT: kpatch_bench_old's enabled_functions entry (its line
 # and the next, where ftrace prints "direct-->...") contains TEXT
 path_is() {
+	# a jmp site is made a jmp after the command returns
+	_pi_i=0
+	while ! grep -A1 '^kpatch_bench_old[ 	]' "$EF" | grep -qF -- "$1" &&
+		[ "$_pi_i" -lt 50 ]; do
+		_pi_i=$((_pi_i + 1))
+		sleep 0.1
+	done
 	grep -A1 '^kpatch_bench_old[ 	]' "$EF" | grep -qF -- "$1" ||
 		fail "$2: no '$1' for kpatch_bench_old in $EF: $(grep -A1 '^kpatch_bench_old[ 	]' "$EF")"
 }

@@ -19,12 +19,13 @@
  *     direct call (DYNAMIC_FTRACE_WITH_JMP, 7.x: ftrace_call_replace() in
  *     arch/x86/kernel/ftrace.c); the new function runs with the caller's
  *     return address on top of the stack;
- *  3. kpatch_guard as kpatch.c has it, where a jmp site calls while an
- *     update changes it (or for good, when its new function starts at an
- *     odd address): it saves the argument registers, calls
- *     kpatch_guard_slow(), which finds the site in kpatch's hash of sites
- *     and its first entry through kpatch_redirect_slow() (state IDLE),
- *     writes the new function over its return address and RETs into it;
+ *  3. kpatch_guard as kpatch.c has it, where a jmp site calls from its
+ *     update until the work after it sets the jmp (or for good, when its
+ *     new function starts at an odd address): it saves the argument
+ *     registers, calls kpatch_guard_slow(), which finds the site in
+ *     kpatch's hash of sites and, the site not marked by a running
+ *     update, its first entry, writes the new function over its return
+ *     address and RETs into it;
  *  4. kpatch's ftrace_ops site, an IPMODIFY ftrace_ops with
  *     kpatch_ftrace_handler() (6.1, 6.12; 7.x with direct=N): the slot
  *     calls the ops' own trampoline,
@@ -224,10 +225,18 @@ unsigned long kpbench_guard_slow(unsigned long ret)
 	struct kpbench_site *site;
 	unsigned long target = 0;
 
+	struct kpbench_hlist_node *top;
+
 	preempt_disable_notrace();
 	site = kpbench_site_find(ret - 5);
-	if (site)
+	/* smp_load_acquire(): a plain load on x86 */
+	if (site && READ_ONCE(site->target) == KPATCH_TARGET_SLOW) {
 		target = kpbench_redirect_slow(site);
+	} else if (site) {
+		top = READ_ONCE(site->entries);
+		target = top ? container_of(top, struct kpbench_entry,
+					    node)->new_addr : 0;
+	}
 	preempt_enable_notrace();
 	return target;
 }
@@ -666,7 +675,7 @@ static const struct kpbench_shape kpbench_shapes[KPBENCH_NR_SHAPES] = {
 	[KPBENCH_JMP] = { "jmp",
 		"2. kpatch, jmp site (7.x)", 0xe9, kpbench_new },
 	[KPBENCH_GUARD] = { "kpatch_guard",
-		"3. kpatch, guard (jmp site during an update)", 0xe8,
+		"3. kpatch, guard (jmp site until its jmp is set)", 0xe8,
 		kpbench_guard },
 	[KPBENCH_FTRACE_KPATCH] = { "ftrace_kpatch",
 		"4. kpatch, ftrace_ops site", 0xe8,

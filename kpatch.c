@@ -1852,12 +1852,12 @@ static unsigned long kpatch_site_jmp(struct kpatch_site *site)
  * Every jmp site on the guard back to a jmp, to the new function its
  * first entry names, one at a time: every caller already sees that
  * version through the guard.  Each move is an ftrace code update (about
- * 19 ms), so it runs about 100 ms after the command that made the update
- * has returned (on a single CPU a work queued at once would still run
- * before the writer), from kpatch_settle_work.  Under kpatch_mutex no update is in flight
- * (the state is IDLE between the tries of a waiting update too), and no
- * site is made or freed.  A site whose jmp ftrace cannot set stays on the
- * guard: slower, but right.
+ * 19 ms), so it runs from kpatch_settle_work about 100 ms after the
+ * command that made the update has returned (on a single CPU a work
+ * queued at once would still run before the writer).  Under kpatch_mutex
+ * no update is in flight (the state is IDLE between the tries of a
+ * waiting update too), and no site is made or freed.  A site whose jmp
+ * ftrace cannot set stays on the guard: slower, but right.
  */
 static void kpatch_settle_fn(struct work_struct *work)
 {

@@ -422,7 +422,9 @@ static LIST_HEAD(kpatch_patches);
  *    there without any code of kpatch.  An update moves it to the guard
  *    (kpatch_guard) before its stop_machine(), and a work item moves it
  *    back to a jmp after the update (kpatch_sites_guard(),
- *    kpatch_settle_fn()).
+ *    kpatch_settle_fn()).  Its @target is only the running update's
+ *    mark: KPATCH_TARGET_SLOW while that update may change its entries,
+ *    else 0 (kpatch_guard_slow()).
  *
  * A site holds a reference on the module of its function and on kpatch
  * itself for as long as it hooks the function, so neither can be unloaded
@@ -443,7 +445,7 @@ enum kpatch_via {
 struct kpatch_site {
 	struct hlist_node node;		/* in kpatch_sites; first: one test less */
 	unsigned long ip;		/* for the handler, next to @node */
-	unsigned long target;		/* ftrace_ops site */
+	unsigned long target;		/* see above */
 	unsigned long jmp;		/* jmp site: its direct address; or 0 */
 	struct hlist_head entries;	/* newest first */
 	struct module *mod;		/* pinned: the module of @ip, or NULL */

@@ -606,6 +606,22 @@ static noinline void notrace kpatch_ftrace_slow(struct kpatch_site *site,
 }
 
 /*
+ * The fast path of both ftrace_ops handlers, for a call of @site: the
+ * target's new function, the old function for 0, or the slow path.
+ */
+static __always_inline void kpatch_site_redirect(struct kpatch_site *site,
+						 struct ftrace_regs *fregs)
+{
+	/* pairs with the SUCCESS of kpatch_update_cb(): see step 3 there */
+	unsigned long target = smp_load_acquire(&site->target);
+
+	if (likely(target > KPATCH_TARGET_SLOW))
+		kpatch_set_ip(fregs, target);
+	else if (target)
+		kpatch_ftrace_slow(site, fregs);
+}
+
+/*
  * The handler of kpatch_fops (below), called by ftrace at the fentry call
  * @ip: it finds the site and sets the address ftrace returns to, so that
  * the call goes on in the new function.  The fast path is a lookup, a load
@@ -631,16 +647,11 @@ static void notrace kpatch_fops_handler(unsigned long ip,
 					struct ftrace_regs *fregs)
 {
 	struct kpatch_site *site;
-	unsigned long target;
 
 	preempt_disable_notrace();
 	site = kpatch_site_find(ip);
-	/* pairs with the SUCCESS of kpatch_update_cb(): see step 3 there */
-	target = site ? smp_load_acquire(&site->target) : 0;
-	if (likely(target > KPATCH_TARGET_SLOW))
-		kpatch_set_ip(fregs, target);
-	else if (target)
-		kpatch_ftrace_slow(site, fregs);
+	if (likely(site))
+		kpatch_site_redirect(site, fregs);
 	preempt_enable_notrace();
 }
 
@@ -657,14 +668,7 @@ static void notrace kpatch_ftrace_handler(unsigned long ip,
 					  struct ftrace_ops *ops,
 					  struct ftrace_regs *fregs)
 {
-	struct kpatch_site *site = container_of(ops, struct kpatch_site, ops);
-	/* pairs with the SUCCESS of kpatch_update_cb(): see step 3 there */
-	unsigned long target = smp_load_acquire(&site->target);
-
-	if (likely(target > KPATCH_TARGET_SLOW))
-		kpatch_set_ip(fregs, target);
-	else if (target)
-		kpatch_ftrace_slow(site, fregs);
+	kpatch_site_redirect(container_of(ops, struct kpatch_site, ops), fregs);
 }
 
 /*

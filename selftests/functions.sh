@@ -505,6 +505,19 @@ sym() {
 	echo "$_sy_addr"
 }
 
+# nmi_hooks N: the HOOK=ADDR words of kpatch_test_nmi's patch to
+# generation N (its hook functions kpatch_test_nmi_pre_patchN ...)
+nmi_hooks() {
+	_nh=
+	for _nh_k in pre-patch stop-patch undo-patch post-patch \
+		pre-unpatch stop-unpatch undo-unpatch post-unpatch; do
+		_nh_a=$(sym "kpatch_test_nmi_$(echo "$_nh_k" | tr - _)$1" \
+			kpatch_test_nmi) || return 1
+		_nh="$_nh $_nh_k=$_nh_a"
+	done
+	echo "${_nh# }"
+}
+
 # sym_type NAME [MODULE]: the kallsyms type letter of NAME
 sym_type() {
 	grep -F -- " $1" "$(kallsyms)" | awk -v n="$1" -v m="${2:-}" '

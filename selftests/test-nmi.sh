@@ -86,20 +86,9 @@ g2=$(sym kpatch_test_nmi_g2 kpatch_test_nmi) || bail "setup: find kpatch_test_nm
 f3=$(sym kpatch_test_nmi_f3 kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_f3"
 g3=$(sym kpatch_test_nmi_g3 kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_g3"
 
-# hooks_of N: the HOOK=ADDR words of the patch to generation N
-hooks_of() {
-	_ho=
-	for _ho_k in pre-patch stop-patch undo-patch post-patch \
-		pre-unpatch stop-unpatch undo-unpatch post-unpatch; do
-		_ho_a=$(sym "kpatch_test_nmi_$(echo "$_ho_k" | tr - _)$1" \
-			kpatch_test_nmi) || return 1
-		_ho="$_ho $_ho_k=$_ho_a"
-	done
-	echo "${_ho# }"
-}
-h1=$(hooks_of 1) || bail "setup: find the hooks of generation 1"
-h2=$(hooks_of 2) || bail "setup: find the hooks of generation 2"
-h3=$(hooks_of 3) || bail "setup: find the hooks of generation 3"
+h1=$(nmi_hooks 1) || bail "setup: find the hooks of generation 1"
+h2=$(nmi_hooks 2) || bail "setup: find the hooks of generation 2"
+h3=$(nmi_hooks 3) || bail "setup: find the hooks of generation 3"
 # (each $hN is eight words, split on purpose below)
 
 # nmi NAME: value of kpatch_test_nmi's parameter NAME

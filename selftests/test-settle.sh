@@ -65,19 +65,8 @@ a=$(sym kpatch_test_value_a kpatch_test_target) || bail "setup: find kpatch_test
 a1=$(sym kpatch_test_value_a_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_a_v1"
 odd=$(sym kpatch_test_own_indirect kpatch_test_own) || bail "setup: find kpatch_test_own_indirect"
 
-# hooks_of N: the HOOK=ADDR words of kpatch_test_nmi's patch to generation N
-hooks_of() {
-	_ho=
-	for _ho_k in pre-patch stop-patch undo-patch post-patch \
-		pre-unpatch stop-unpatch undo-unpatch post-unpatch; do
-		_ho_a=$(sym "kpatch_test_nmi_$(echo "$_ho_k" | tr - _)$1" \
-			kpatch_test_nmi) || return 1
-		_ho="$_ho $_ho_k=$_ho_a"
-	done
-	echo "${_ho# }"
-}
-h1=$(hooks_of 1) || bail "setup: find the hooks of generation 1"
-h2=$(hooks_of 2) || bail "setup: find the hooks of generation 2"
+h1=$(nmi_hooks 1) || bail "setup: find the hooks of generation 1"
+h2=$(nmi_hooks 2) || bail "setup: find the hooks of generation 2"
 
 nmi() {
 	modparam kpatch_test_nmi "$1"

@@ -1649,7 +1649,7 @@ static __cold int kpatch_sites_add(struct kpatch_try *try)
 {
 	struct kpatch_entry *e = NULL;
 	unsigned int i, made = 0;
-	bool own;
+	bool own, jmp;
 	int ret = 0;
 
 	/*
@@ -1669,10 +1669,11 @@ static __cold int kpatch_sites_add(struct kpatch_try *try)
 		made++;
 	}
 	own = made <= KPATCH_OWN_SITES;
-	for (i = try->first_add; i < try->nr_touched && !ret; i++) {
+	/* kpatch_direct read once: one choice for the whole update */
+	jmp = own && KPATCH_JMP && READ_ONCE(kpatch_direct);
+	for (i = try->first_add; i < try->nr_touched && jmp && !ret; i++) {
 		e = try->touched[i];
-		if (own && e->site->via == KPATCH_VIA_NONE && KPATCH_JMP &&
-		    READ_ONCE(kpatch_direct) &&
+		if (e->site->via == KPATCH_VIA_NONE &&
 		    kpatch_site_hook(e->site, true) == -ENOMEM)
 			ret = -ENOMEM;
 	}

@@ -175,11 +175,21 @@ fault_setup() {
 }
 
 # fail_nth N CMD: write CMD with the N-th allocation failing; sets
-# KP_RESULT (OK or the errno) and FAIL_HIT (injected / not reached)
+# KP_RESULT (OK or the errno) and FAIL_HIT (injected / not reached) from
+# kpctl's two lines, without a fork each: the sweeps run this hundreds of
+# times on the debug kernel
+NL='
+'
 fail_nth() {
 	_fn_out=$("$KPCTL" --fail-nth "$1" "$KP_CONTROL" "$2" 2>&1)
-	KP_RESULT=$(printf '%s\n' "$_fn_out" | sed -n 1p)
-	FAIL_HIT=$(printf '%s\n' "$_fn_out" | sed -n 's/^fail-nth: //p')
+	KP_RESULT=${_fn_out%%"$NL"*}
+	FAIL_HIT=
+	case $_fn_out in
+	*"$NL"'fail-nth: '*)
+		FAIL_HIT=${_fn_out#*"$NL"fail-nth: }
+		FAIL_HIT=${FAIL_HIT%%"$NL"*}
+		;;
+	esac
 }
 
 # fail_bad TEXT: count a failed try; show the state diff of the first few

@@ -17,8 +17,9 @@
  *              UPDATING, a rendezvous, the stack check, the stop hooks, the
  *              new entries published, SUCCESS or FAILURE, the final
  *              targets; then IDLE, and an RCU grace period
- *   commit     or unwind: the jmp sites settled, unused sites released,
- *              post or cancel hooks, pins dropped
+ *   commit     or unwind: unused sites released, post or cancel hooks,
+ *              pins dropped; about 100 ms later a work item makes the jmp
+ *              sites left on the guard jmps again
  *
  * A try that the stack check refuses is undone and tried again a few
  * times, with no lock held in between (the retries and retry_delay_ms

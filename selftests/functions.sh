@@ -505,6 +505,13 @@ sym() {
 	echo "$_sy_addr"
 }
 
+# kp_settle: wait until the jmp sites that the last update left on
+# kpatch_guard are jmps again: a read of the patches file runs kpatch's
+# work item first, where it is due (Documentation.txt, The redirect)
+kp_settle() {
+	cat "$KP_PATCHES" >/dev/null
+}
+
 # nmi_hooks N: the HOOK=ADDR words of kpatch_test_nmi's patch to
 # generation N (its hook functions kpatch_test_nmi_pre_patchN ...)
 nmi_hooks() {

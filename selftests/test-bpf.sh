@@ -611,6 +611,7 @@ else
 	check "BPF fentry and fexit attach" bpf_attach_both
 	check_bpf_counts "$READS"
 	expect_ok patch j2 "$cmd" "$cmd1"
+	kp_settle
 	show_site
 	check "kpatch took the ftrace_ops path" on_ops
 	check_not "no jmp of kpatch's" on_jmp "$NEW"
@@ -672,7 +673,8 @@ else
 	check_kprobe_hits "$READS"
 	check_eq "the second patch's result" "$V2" "$CMDLINE"
 	expect_ok unpatch j6
-	check "the second patch removed: a jmp to the first one's" on_jmp "$NEW"
+	check "the second patch removed: a jmp to the first one's" \
+		wait_until on_jmp "$NEW"
 	check_kprobe_hits "$READS"
 	check_eq "the first patch's result" "$V1" "$CMDLINE"
 	check "the kprobe detaches" kprobe_detach

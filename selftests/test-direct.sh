@@ -199,6 +199,7 @@ check_owner_refused() {
 # address: on kpatch_guard where there are jmp sites
 check_odd_site() {
 	if [ -n "$JMP" ]; then
+		kp_settle
 		check "kpatch_test_value_b: direct-->kpatch_guard (no jmp to an odd address)" \
 			on_guard kpatch_test_value_b
 		check_not "kpatch_test_value_b: no direct(jmp)" \

@@ -710,7 +710,7 @@ static unsigned long notrace __used kpatch_guard_slow(unsigned long ret)
 
 	preempt_disable_notrace();
 	site = kpatch_site_find(ret - MCOUNT_INSN_SIZE);
-	/* as kpatch_ftrace_handler()'s: pairs with step 3 of kpatch_update_cb() */
+	/* as kpatch_site_redirect()'s: pairs with step 3 of kpatch_update_cb() */
 	if (site && smp_load_acquire(&site->target) == KPATCH_TARGET_SLOW) {
 		target = kpatch_redirect_slow(site);
 	} else if (site) {
@@ -879,7 +879,7 @@ static int kpatch_check_stacks(struct kpatch_try *try);
 static int kpatch_stop_hooks(struct kpatch_try *try);
 static void kpatch_undo_hooks(struct kpatch_try *try, unsigned int n);
 
-/* The targets of @try's ftrace_ops sites once its entries are final. */
+/* The targets of @try's sites once its entries are final. */
 static void kpatch_settle_targets(struct kpatch_try *try)
 {
 	struct kpatch_entry *top;
@@ -958,7 +958,7 @@ static int kpatch_update_publish(struct kpatch_try *try)
 
 /*
  * The stop_machine() callback: the only place where entries are published
- * and taken out, and where ftrace_ops sites change target.  Interrupts are
+ * and taken out, and where sites change target.  Interrupts are
  * off on every CPU; only NMIs and the stop_machine() loops of the other
  * CPUs can call a patched function meanwhile.
  *
@@ -966,11 +966,10 @@ static int kpatch_update_publish(struct kpatch_try *try)
  * site's target, a jmp site's jmp) look at no state: only the sites of
  * @try change version.  Its jmp sites were moved onto the guard before
  * stop_machine(), one at a time, each giving the same version on the guard
- * as by its jmp; from then on their calls go through the state machine.
- * Then the callback
- *  1. sets the target of each ftrace_ops site to KPATCH_TARGET_SLOW, so
- *     that from then on their calls go through the state machine too, and
- *     then leaves IDLE;
+ * as by its jmp.  Then the callback
+ *  1. sets the target of each of its sites to KPATCH_TARGET_SLOW (on a jmp
+ *     site the guard's mark), so that from then on their calls go through
+ *     the state machine, and then leaves IDLE;
  *  2. waits until the stopper thread of every other CPU has seen that.  A
  *     caller that read an old target before step 1 either has the old
  *     function's fentry return address on its stack while it is preempted
@@ -980,13 +979,15 @@ static int kpatch_update_publish(struct kpatch_try *try)
  *  3. checks the stacks, runs the stop hooks, changes the entries, then
  *     decides SUCCESS or FAILURE (or loses that race to a caller, which
  *     sets FAILURE; the undo hooks then roll the stop hooks back);
- *  4. writes the final targets.  A caller that reads one between step 3
- *     and the end gets the version that the state, which it would read on
- *     the slow path, also gives.
+ *  4. writes the final targets, and clears the jmp sites' marks: the
+ *     guard then gives their first entry.  A caller that reads one between
+ *     step 3 and the end gets the version that the state, which it would
+ *     read on the slow path, also gives.
  * So every call after step 2 sees one version: the old one until the state
  * is decided, the decided one after, and the state never goes back from
- * SUCCESS or FAILURE while the callback runs.  After the grace period the
- * jmp sites go back to jmps, one at a time, to the version decided.  The
+ * SUCCESS or FAILURE while the callback runs.  About 100 ms after the
+ * update a work item makes the jmp sites jmps again, one at a time, to the
+ * version decided (kpatch_settle_fn()).  The
  * data the stop hooks convert follows the same rule: no new function runs
  * before SUCCESS, which comes after the last hook, and an old function that
  * runs after the first hook began makes the update fail and be undone.

@@ -1910,7 +1910,7 @@ static void kpatch_sites_settle(struct kpatch_try *try)
 	}
 	kpatch_sites_release(try, n);
 	if (move)
-		queue_delayed_work(system_wq, &kpatch_settle_work, HZ / 10);
+		schedule_delayed_work(&kpatch_settle_work, HZ / 10);
 }
 
 /* ------------------------------------------------------------------------

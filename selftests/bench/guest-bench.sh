@@ -25,6 +25,7 @@ exec >&3 2>&3 </dev/null
 K=/kpatch
 P=/sys/module/kpatch_bench/parameters
 CTL=/sys/kernel/debug/kpatch/control
+PATCHES=/sys/kernel/debug/kpatch/patches
 LP=/sys/kernel/livepatch/kpatch_bench_lp
 DIRECT=/sys/module/kpatch/parameters/direct
 EF=/sys/kernel/debug/tracing/enabled_functions
@@ -47,22 +48,24 @@ bench() {
 	fi
 }
 
+# settled: wait for what the last command decided to be in
+# enabled_functions: a jmp site becomes a jmp from a work item after the
+# command returns, and a read of kpatch's patches file runs it first
+settled() {
+	cat "$PATCHES" >/dev/null || fail "cat $PATCHES"
+}
+
 # path_is TEXT WHAT: kpatch_bench_old's enabled_functions entry (its line
 # and the next, where ftrace prints "direct-->...") contains TEXT
 path_is() {
-	# a jmp site is made a jmp after the command returns
-	_pi_i=0
-	while ! grep -A1 '^kpatch_bench_old[ 	]' "$EF" | grep -qF -- "$1" &&
-		[ "$_pi_i" -lt 50 ]; do
-		_pi_i=$((_pi_i + 1))
-		sleep 0.1
-	done
+	settled
 	grep -A1 '^kpatch_bench_old[ 	]' "$EF" | grep -qF -- "$1" ||
 		fail "$2: no '$1' for kpatch_bench_old in $EF: $(grep -A1 '^kpatch_bench_old[ 	]' "$EF")"
 }
 
 # ef_line WHAT: kpatch_bench_old's enabled_functions entry, to results.log
 ef_line() {
+	settled
 	echo "# $1: $(grep -A1 '^kpatch_bench_old[ 	]' "$EF" | tr '\n\t' '  ')"
 }
 

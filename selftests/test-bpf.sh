@@ -48,8 +48,10 @@ KPROBE_ENABLE=$TRACEFS/events/kprobes/$KPROBE/enable
 BPF_OUT=$KP_TMP/kpbpf.out
 BPF_PID=
 BPF_MAP=
+BPF_CMD=
 BPF_PID0=
 BPF_MAP0=
+BPF_CMD0=
 BPF_RESULT=
 READS=3
 
@@ -67,8 +69,7 @@ V2="kpatch-test v2"
 
 # set_direct Y|N: kpatch's parameter direct, read when a site is made
 set_direct() {
-	diag "% echo $1 > $KP_DIRECT_PARAM"
-	echo "$1" >"$KP_DIRECT_PARAM"
+	set_param kpatch direct "$1"
 }
 
 # show_site: FUNC's lines in enabled_functions, as diagnostics
@@ -124,10 +125,14 @@ bpf_done() {
 
 # bpf_attach PROG...: start kpbpf, which attaches BPF programs to FUNC
 # (fentry, fexit) in this order and holds them; BPF_RESULT is "OK" or
-# kpbpf's failure ("link fentry: EINVAL"); BPF_MAP its map's id
+# kpbpf's failure ("link fentry: EINVAL"); BPF_MAP its map's id.  The
+# transcript shows it as "kpbpf hold FUNC PROG... &", and the kills of
+# bpf_detach and bpf_stop name it by that command, as a job ("%kpbpf
+# hold FUNC PROG...").
 bpf_attach() {
 	: >"$BPF_OUT"
-	diag "% kpbpf hold $FUNC $*"
+	BPF_CMD="kpbpf hold $FUNC $*"
+	log_command "$BPF_CMD &"
 	"$KPBPF" hold "$FUNC" "$@" >"$BPF_OUT" 2>"$BPF_OUT.err" &
 	BPF_PID=$!
 	if ! wait_until bpf_done; then
@@ -155,13 +160,14 @@ bpf_detached() {
 	grep -qx detached "$BPF_OUT"
 }
 bpf_detach() {
-	diag "% kill -USR1 kpbpf"
+	log_command "kill -USR1 \"%$BPF_CMD\""
 	kill -USR1 "$BPF_PID" && wait_until bpf_detached
 }
 
 # bpf_stop: end kpbpf (and what it still holds)
 bpf_stop() {
 	[ -n "$BPF_PID" ] || return 0
+	log_command "kill \"%$BPF_CMD\""
 	kill "$BPF_PID" 2>/dev/null
 	wait "$BPF_PID" 2>/dev/null
 	BPF_PID=
@@ -173,6 +179,7 @@ bpf_stop() {
 bpf_keep() {
 	BPF_PID0=$BPF_PID
 	BPF_MAP0=$BPF_MAP
+	BPF_CMD0=$BPF_CMD
 	BPF_PID=
 	BPF_MAP=
 }
@@ -180,6 +187,7 @@ bpf_keep() {
 # bpf_stop0: end the kpbpf that bpf_keep kept
 bpf_stop0() {
 	[ -n "$BPF_PID0" ] || return 0
+	log_command "kill \"%$BPF_CMD0\""
 	kill "$BPF_PID0" 2>/dev/null
 	wait "$BPF_PID0" 2>/dev/null
 	BPF_PID0=
@@ -216,18 +224,26 @@ check_bpf_still() {
 
 # kprobe_attach: a kprobe event on FUNC, enabled; KP_OUT: the errors
 kprobe_attach() {
-	diag "% echo 'p:$KPROBE $FUNC' >> $KPROBE_EVENTS; echo 1 > enable"
-	KP_OUT=$({ echo "p:$KPROBE $FUNC" >>"$KPROBE_EVENTS" &&
-		echo 1 >"$KPROBE_ENABLE"; } 2>&1) && return 0
+	log_command "echo 'p:$KPROBE $FUNC' >> $KPROBE_EVENTS"
+	KP_OUT=$({ echo "p:$KPROBE $FUNC" >>"$KPROBE_EVENTS"; } 2>&1) || {
+		diag "$KP_OUT"
+		return 1
+	}
+	log_command "echo 1 > $KPROBE_ENABLE"
+	KP_OUT=$({ echo 1 >"$KPROBE_ENABLE"; } 2>&1) && return 0
 	diag "$KP_OUT"
 	return 1
 }
 
 # kprobe_detach: disable the event and remove it
 kprobe_detach() {
-	diag "% echo 0 > enable; echo '-:$KPROBE' >> $KPROBE_EVENTS"
-	KP_OUT=$({ echo 0 >"$KPROBE_ENABLE" &&
-		echo "-:$KPROBE" >>"$KPROBE_EVENTS"; } 2>&1) && return 0
+	log_command "echo 0 > $KPROBE_ENABLE"
+	KP_OUT=$({ echo 0 >"$KPROBE_ENABLE"; } 2>&1) || {
+		diag "$KP_OUT"
+		return 1
+	}
+	log_command "echo '-:$KPROBE' >> $KPROBE_EVENTS"
+	KP_OUT=$({ echo "-:$KPROBE" >>"$KPROBE_EVENTS"; } 2>&1) && return 0
 	diag "$KP_OUT"
 	return 1
 }
@@ -266,17 +282,6 @@ bpf_cleanup() {
 }
 KP_CLEANUP_HOOK=bpf_cleanup
 
-# patch_log NAME...: kpatch's lines for patches NAME enabled, then
-# removed in reverse order
-patch_log() {
-	for _pl_n in "$@"; do
-		echo "kpatch: patch '$_pl_n' enabled (1 function)"
-	done
-	for _pl_n in "$@"; do
-		echo "kpatch: patch '$_pl_n' removed"
-	done | sed -n '1!G;h;$p'
-}
-
 # ------------------------------------------------------------ the path --
 
 # Where ftrace makes direct calls jmps (7.x), a lone patch with direct=Y
@@ -303,9 +308,13 @@ case $(uname -r) in
 esac
 expect_ok unpatch probe
 check "$FUNC is gone from enabled_functions" wait_until gone
-check_log "kpatch's log: tainted, enabled, removed" <<EOF
+check_transcript "the log: tainted, enabled, removed" <<EOF
+% echo Y > /sys/module/kpatch/parameters/direct
+% echo 'patch probe $cmd $cmd1' > control
 kpatch: tainting kernel with TAINT_LIVEPATCH
-$(patch_log probe)
+kpatch: patch 'probe' enabled (1 function)
+% echo 'unpatch probe' > control
+kpatch: patch 'probe' removed
 EOF
 check_no_splat
 
@@ -330,9 +339,11 @@ esac
 
 # ------------------------------------------------ the ftrace_ops path --
 
-# ops_path: the next patches make ftrace_ops sites
+# OPS: the value of direct with which the next patches make ftrace_ops
+# sites; ops_path sets it
+if [ "$JMP" = 1 ]; then OPS=N; else OPS=Y; fi
 ops_path() {
-	if [ "$JMP" = 1 ]; then set_direct N; else set_direct Y; fi
+	set_direct "$OPS"
 }
 
 start_test "ftrace_ops path: BPF attached before the patch"
@@ -360,8 +371,15 @@ else
 	check_eq "the kernel's cmdline" "$orig" "$CMDLINE"
 	bpf_stop
 	check "$FUNC is gone from enabled_functions" wait_until gone
-	check_log "kpatch's log: enabled, removed" <<-EOF
-	$(patch_log b1)
+	check_transcript "the log: BPF attached, enabled, removed, BPF detached" <<-EOF
+	% echo $OPS > /sys/module/kpatch/parameters/direct
+	% kpbpf hold $FUNC fexit fentry &
+	% echo 'patch b1 $cmd $cmd1' > control
+	kpatch: patch 'b1' enabled (1 function)
+	% echo 'unpatch b1' > control
+	kpatch: patch 'b1' removed
+	% kill -USR1 "%kpbpf hold $FUNC fexit fentry"
+	% kill "%kpbpf hold $FUNC fexit fentry"
 	EOF
 fi
 check_no_splat
@@ -393,8 +411,18 @@ bpf_after_patch() {
 	check_bpf_still "$READS"
 	bpf_stop
 	check "$FUNC is gone from enabled_functions" wait_until gone
-	check_log "kpatch's log: enabled, removed" <<-EOF
-	$(patch_log b2)
+	check_transcript "the log: enabled, BPF attached, detached and again, removed" <<-EOF
+	% echo $OPS > /sys/module/kpatch/parameters/direct
+	% echo 'patch b2 $cmd $cmd1' > control
+	kpatch: patch 'b2' enabled (1 function)
+	% kpbpf hold $FUNC $1 $2 &
+	% kill -USR1 "%kpbpf hold $FUNC $1 $2"
+	% kill "%kpbpf hold $FUNC $1 $2"
+	% kpbpf hold $FUNC $1 $2 &
+	% echo 'unpatch b2' > control
+	kpatch: patch 'b2' removed
+	% kill -USR1 "%kpbpf hold $FUNC $1 $2"
+	% kill "%kpbpf hold $FUNC $1 $2"
 	EOF
 }
 
@@ -478,8 +506,16 @@ else
 	bpf_stop
 	bpf_stop0
 	check "$FUNC is gone from enabled_functions" wait_until gone
-	check_log "kpatch's log: enabled, removed" <<-EOF
-	$(patch_log b3)
+	check_transcript "the log: fentry attached, enabled, fexit attached, removed" <<-EOF
+	% echo $OPS > /sys/module/kpatch/parameters/direct
+	% kpbpf hold $FUNC fentry &
+	% echo 'patch b3 $cmd $cmd1' > control
+	kpatch: patch 'b3' enabled (1 function)
+	% kpbpf hold $FUNC fexit &
+	% echo 'unpatch b3' > control
+	kpatch: patch 'b3' removed
+	% kill "%kpbpf hold $FUNC fexit"
+	% kill "%kpbpf hold $FUNC fentry"
 	EOF
 fi
 check_no_splat
@@ -500,8 +536,16 @@ check_kprobe_hits "$READS"
 check_eq "unpatched with the kprobe: the kernel's cmdline" "$orig" "$CMDLINE"
 check "the kprobe detaches" kprobe_detach
 check "$FUNC is gone from enabled_functions" wait_until gone
-check_log "kpatch's log: enabled, removed" <<EOF
-$(patch_log k1)
+check_transcript "the log: the kprobe set, enabled, removed, the kprobe gone" <<EOF
+% echo $OPS > /sys/module/kpatch/parameters/direct
+% echo 'p:$KPROBE $FUNC' >> $KPROBE_EVENTS
+% echo 1 > $KPROBE_ENABLE
+% echo 'patch k1 $cmd $cmd1' > control
+kpatch: patch 'k1' enabled (1 function)
+% echo 'unpatch k1' > control
+kpatch: patch 'k1' removed
+% echo 0 > $KPROBE_ENABLE
+% echo '-:$KPROBE' >> $KPROBE_EVENTS
 EOF
 check_no_splat
 
@@ -524,8 +568,20 @@ check_kprobe_hits "$READS"
 check_eq "unpatched with the kprobe: the kernel's cmdline" "$orig" "$CMDLINE"
 check "the kprobe detaches" kprobe_detach
 check "$FUNC is gone from enabled_functions" wait_until gone
-check_log "kpatch's log: enabled, removed" <<EOF
-$(patch_log k2)
+check_transcript "the log: enabled, the kprobe set, gone and set again, removed" <<EOF
+% echo $OPS > /sys/module/kpatch/parameters/direct
+% echo 'patch k2 $cmd $cmd1' > control
+kpatch: patch 'k2' enabled (1 function)
+% echo 'p:$KPROBE $FUNC' >> $KPROBE_EVENTS
+% echo 1 > $KPROBE_ENABLE
+% echo 0 > $KPROBE_ENABLE
+% echo '-:$KPROBE' >> $KPROBE_EVENTS
+% echo 'p:$KPROBE $FUNC' >> $KPROBE_EVENTS
+% echo 1 > $KPROBE_ENABLE
+% echo 'unpatch k2' > control
+kpatch: patch 'k2' removed
+% echo 0 > $KPROBE_ENABLE
+% echo '-:$KPROBE' >> $KPROBE_EVENTS
 EOF
 check_no_splat
 
@@ -559,8 +615,22 @@ else
 	check "the kprobe detaches" kprobe_detach
 	bpf_stop
 	check "$FUNC is gone from enabled_functions" wait_until gone
-	check_log "kpatch's log: enabled, removed" <<-EOF
-	$(patch_log t1 t2)
+	check_transcript "the log: BPF, t1, the kprobe, t2, then all gone" <<-EOF
+	% echo $OPS > /sys/module/kpatch/parameters/direct
+	% kpbpf hold $FUNC fexit fentry &
+	% echo 'patch t1 $cmd $cmd1' > control
+	kpatch: patch 't1' enabled (1 function)
+	% echo 'p:$KPROBE $FUNC' >> $KPROBE_EVENTS
+	% echo 1 > $KPROBE_ENABLE
+	% echo 'patch t2 $cmd $cmd2' > control
+	kpatch: patch 't2' enabled (1 function)
+	% echo 'unpatch t2' > control
+	kpatch: patch 't2' removed
+	% echo 'unpatch t1' > control
+	kpatch: patch 't1' removed
+	% echo 0 > $KPROBE_ENABLE
+	% echo '-:$KPROBE' >> $KPROBE_EVENTS
+	% kill "%kpbpf hold $FUNC fexit fentry"
 	EOF
 fi
 check_no_splat
@@ -594,8 +664,16 @@ else
 	check_bpf_counts "$READS"
 	bpf_stop
 	check "$FUNC is gone from enabled_functions" wait_until gone
-	check_log "kpatch's log: enabled, removed; nothing on the refusals" <<-EOF
-	$(patch_log j1)
+	check_transcript "the log: enabled, nothing on the refusals, removed" <<-EOF
+	% echo Y > /sys/module/kpatch/parameters/direct
+	% echo 'patch j1 $cmd $cmd1' > control
+	kpatch: patch 'j1' enabled (1 function)
+	% kpbpf hold $FUNC fentry &
+	% kpbpf hold $FUNC fexit &
+	% echo 'unpatch j1' > control
+	kpatch: patch 'j1' removed
+	% kpbpf hold $FUNC fexit fentry &
+	% kill "%kpbpf hold $FUNC fexit fentry"
 	EOF
 fi
 check_no_splat
@@ -637,9 +715,21 @@ else
 	check_eq "the patch's result" "$V1" "$CMDLINE"
 	expect_ok unpatch j3
 	check "$FUNC is gone from enabled_functions" wait_until gone
-	check_log "kpatch's log: enabled, removed" <<-EOF
-	$(patch_log j2)
-	$(patch_log j3)
+	check_transcript "the log: BPF, j2 enabled, BPF again, j2 removed, j3" <<-EOF
+	% echo Y > /sys/module/kpatch/parameters/direct
+	% kpbpf hold $FUNC fexit fentry &
+	% echo 'patch j2 $cmd $cmd1' > control
+	kpatch: patch 'j2' enabled (1 function)
+	% kill -USR1 "%kpbpf hold $FUNC fexit fentry"
+	% kill "%kpbpf hold $FUNC fexit fentry"
+	% kpbpf hold $FUNC fexit fentry &
+	% echo 'unpatch j2' > control
+	kpatch: patch 'j2' removed
+	% kill "%kpbpf hold $FUNC fexit fentry"
+	% echo 'patch j3 $cmd $cmd1' > control
+	kpatch: patch 'j3' enabled (1 function)
+	% echo 'unpatch j3' > control
+	kpatch: patch 'j3' removed
 	EOF
 fi
 check_no_splat
@@ -685,9 +775,24 @@ else
 	read_cmdline 1
 	check_eq "the kernel's cmdline" "$orig" "$CMDLINE"
 	check "$FUNC is gone from enabled_functions" wait_until gone
-	check_log "kpatch's log: enabled, removed" <<-EOF
-	$(patch_log j4)
-	$(patch_log j5 j6)
+	check_transcript "the log: the kprobe beside j4, then j5 and j6" <<-EOF
+	% echo Y > /sys/module/kpatch/parameters/direct
+	% echo 'patch j4 $cmd $cmd1' > control
+	kpatch: patch 'j4' enabled (1 function)
+	% echo 'p:$KPROBE $FUNC' >> $KPROBE_EVENTS
+	% echo 1 > $KPROBE_ENABLE
+	% echo 'unpatch j4' > control
+	kpatch: patch 'j4' removed
+	% echo 'patch j5 $cmd $cmd1' > control
+	kpatch: patch 'j5' enabled (1 function)
+	% echo 'patch j6 $cmd $cmd2' > control
+	kpatch: patch 'j6' enabled (1 function)
+	% echo 'unpatch j6' > control
+	kpatch: patch 'j6' removed
+	% echo 0 > $KPROBE_ENABLE
+	% echo '-:$KPROBE' >> $KPROBE_EVENTS
+	% echo 'unpatch j5' > control
+	kpatch: patch 'j5' removed
 	EOF
 fi
 check_no_splat

@@ -68,8 +68,7 @@ diag "jmp sites: $([ -n "$JMP" ] && echo yes || echo no)"
 
 # set_direct Y|N: write kpatch's parameter direct
 set_direct() {
-	diag "% echo $1 > $KP_DIRECT_PARAM"
-	echo "$1" >"$KP_DIRECT_PARAM"
+	set_param kpatch direct "$1"
 }
 
 restore_direct() {
@@ -258,11 +257,15 @@ check "kpatch_test_value_a is gone from enabled_functions" \
 	wait_until gone kpatch_test_value_a
 check "kpatch_test_value_b is gone from enabled_functions" \
 	wait_until gone kpatch_test_value_b
-check_log "the log has the patches enabled and removed, nothing else" <<EOF
+check_transcript "the log has the patches enabled and removed, nothing else" <<EOF
+% echo 'patch d1 $a $a1 $b $b1' > control
 kpatch: tainting kernel with TAINT_LIVEPATCH
 kpatch: patch 'd1' enabled (2 functions)
+% echo 'patch d2 $a $a2' > control
 kpatch: patch 'd2' enabled (1 function)
+% echo 'unpatch d2' > control
 kpatch: patch 'd2' removed
+% echo 'unpatch d1' > control
 kpatch: patch 'd1' removed
 EOF
 check_no_splat
@@ -288,11 +291,17 @@ check "kpatch_test_value_a is gone from enabled_functions" \
 check "kpatch_test_value_b is gone from enabled_functions" \
 	wait_until gone kpatch_test_value_b
 check "set direct=Y" set_direct Y
-check_log "the log has the patches enabled and removed, nothing else" <<EOF
+check_transcript "the log has the patches enabled and removed, nothing else" <<EOF
+% echo N > /sys/module/kpatch/parameters/direct
+% echo 'patch f1 $a $a1 $b $b1' > control
 kpatch: patch 'f1' enabled (2 functions)
+% echo 'patch f2 $a $a2' > control
 kpatch: patch 'f2' enabled (1 function)
+% echo 'unpatch f2' > control
 kpatch: patch 'f2' removed
+% echo 'unpatch f1' > control
 kpatch: patch 'f1' removed
+% echo Y > /sys/module/kpatch/parameters/direct
 EOF
 check_no_splat
 
@@ -330,11 +339,17 @@ check "kpatch_test_value_b is gone from enabled_functions" \
 	wait_until gone kpatch_test_value_b
 check_eq "the trampolines went with the sites" "$tramps" "$(trampolines)"
 check "set direct=Y" set_direct Y
-check_log "the log has the patches enabled and removed, nothing else" <<EOF
+check_transcript "the log has the patches enabled and removed, nothing else" <<EOF
+% echo N > /sys/module/kpatch/parameters/direct
+% echo 'patch o1 $a $a1' > control
 kpatch: patch 'o1' enabled (1 function)
+% echo 'patch o2 $b $b1' > control
 kpatch: patch 'o2' enabled (1 function)
+% echo 'unpatch o1' > control
 kpatch: patch 'o1' removed
+% echo 'unpatch o2' > control
 kpatch: patch 'o2' removed
+% echo Y > /sys/module/kpatch/parameters/direct
 EOF
 check_no_splat
 
@@ -365,10 +380,14 @@ check "kpatch_test_value_b is gone from enabled_functions" \
 	wait_until gone kpatch_test_value_b
 check_eq "the shared trampoline went with the last site" "$tramps" \
 	"$(trampolines)"
-check_log "the log has the patches enabled and removed, nothing else" <<EOF
+check_transcript "the log has the patches enabled and removed, nothing else" <<EOF
+% echo 'patch sh1 $a $a1 $b $b1 $a2 $a1 $a3 $a1 $b2 $b1' > control
 kpatch: patch 'sh1' enabled (5 functions)
+% echo 'patch sh2 $b $a1' > control
 kpatch: patch 'sh2' enabled (1 function)
+% echo 'unpatch sh2' > control
 kpatch: patch 'sh2' removed
+% echo 'unpatch sh1' > control
 kpatch: patch 'sh1' removed
 EOF
 check_no_splat
@@ -410,14 +429,24 @@ check "kpatch_test_value_a is gone from enabled_functions" \
 	wait_until gone kpatch_test_value_a
 check "kpatch_test_value_b is gone from enabled_functions" \
 	wait_until gone kpatch_test_value_b
-check_log "the log has the patches enabled and removed, nothing else" <<EOF
+check_transcript "the log has the patches enabled and removed, nothing else" <<EOF
+% echo 'patch k1 $a $a1' > control
 kpatch: patch 'k1' enabled (1 function)
+% echo N > /sys/module/kpatch/parameters/direct
+% echo 'patch k2 $a $a2 $b $b1' > control
 kpatch: patch 'k2' enabled (2 functions)
+% echo Y > /sys/module/kpatch/parameters/direct
+% echo 'patch k3 $a $a1 $b $b2' > control
 kpatch: patch 'k3' enabled (2 functions)
+% echo 'unpatch k3' > control
 kpatch: patch 'k3' removed
+% echo 'unpatch k2' > control
 kpatch: patch 'k2' removed
+% echo 'patch k4 $b $b1' > control
 kpatch: patch 'k4' enabled (1 function)
+% echo 'unpatch k4' > control
 kpatch: patch 'k4' removed
+% echo 'unpatch k1' > control
 kpatch: patch 'k1' removed
 EOF
 check_no_splat
@@ -450,9 +479,13 @@ check "rmmod $OWNER succeeds" unload_mod "$OWNER"
 check "kpatch_test_value_a is gone from enabled_functions" \
 	wait_until gone kpatch_test_value_a
 check_eq "values without $OWNER" "a=1 b=2" "$(target_values)"
-check_log "the log has the patch enabled and removed, nothing else" <<EOF
+check_transcript "the log has the patch enabled and removed, nothing else" <<EOF
+% insmod $OWNER.ko addr=0x$a
+% echo 'patch o_ab $a $a1 $b $b1' > control
 kpatch: patch 'o_ab' enabled (2 functions)
+% echo 'unpatch o_ab' > control
 kpatch: patch 'o_ab' removed
+% rmmod $OWNER
 EOF
 check_no_splat
 
@@ -551,16 +584,24 @@ else
 	check "rmmod $OWNER succeeds" unload_mod "$OWNER"
 	# Twice: when finit_module() fails, busybox's insmod tries
 	# init_module() with the same file, so a refused init runs twice.
-	check_log "the log has ftrace's EBUSY for $OWNER, once per try of insmod" \
+	check_transcript "the log has ftrace's EBUSY for $OWNER, once per try of insmod" \
 		"$OWNER" <<EOF
+% echo 'patch r1 $a $a1' > control
 kpatch: patch 'r1' enabled (1 function)
+% insmod $OWNER.ko addr=0x$a
 $OWNER: register_ftrace_direct(kpatch_test_value_a+0x0/0x_ [kpatch_test_target]) failed: -16
 $OWNER: register_ftrace_direct(kpatch_test_value_a+0x0/0x_ [kpatch_test_target]) failed: -16
+% echo 'patch r2 $a $a2' > control
 kpatch: patch 'r2' enabled (1 function)
+% insmod $OWNER.ko addr=0x$a
 $OWNER: register_ftrace_direct(kpatch_test_value_a+0x0/0x_ [kpatch_test_target]) failed: -16
 $OWNER: register_ftrace_direct(kpatch_test_value_a+0x0/0x_ [kpatch_test_target]) failed: -16
+% echo 'unpatch r2' > control
 kpatch: patch 'r2' removed
+% echo 'unpatch r1' > control
 kpatch: patch 'r1' removed
+% insmod $OWNER.ko addr=0x$a
+% rmmod $OWNER
 EOF
 	check_no_splat
 fi
@@ -588,10 +629,14 @@ expect_ok unpatch od1
 check_eq "b restored" "a=1 b=2" "$(target_values)"
 check "kpatch_test_value_b is gone from enabled_functions" \
 	wait_until gone kpatch_test_value_b
-check_log "the log has the patches enabled and removed, nothing else" <<EOF
+check_transcript "the log has the patches enabled and removed, nothing else" <<EOF
+% echo 'patch od1 $b $odd' > control
 kpatch: patch 'od1' enabled (1 function)
+% echo 'patch od2 $b $b1' > control
 kpatch: patch 'od2' enabled (1 function)
+% echo 'unpatch od2' > control
 kpatch: patch 'od2' removed
+% echo 'unpatch od1' > control
 kpatch: patch 'od1' removed
 EOF
 check_no_splat

@@ -44,12 +44,17 @@ N) JMP= ;;
 esac
 diag "jmp sites: $([ -n "$JMP" ] && echo yes || echo no)"
 
-# pairs N...: the words "OLD NEW" of kpatch_test_preoff_fN for each N
+# pairs N...: the words "OLD NEW" of kpatch_test_preoff_fN for each N,
+# one space between words, as kp joins them (the transcript's expected
+# text uses the same string)
 pairs() {
+	_pa=
 	for _pa_n in "$@"; do
-		sym "${MOD}_f$_pa_n" "$MOD" || return 1
-		sym "${MOD}_f${_pa_n}_new" "$MOD" || return 1
-	done | tr '\n' ' '
+		_pa_old=$(sym "${MOD}_f$_pa_n" "$MOD") || return 1
+		_pa_new=$(sym "${MOD}_f${_pa_n}_new" "$MOD") || return 1
+		_pa="$_pa${_pa:+ }$_pa_old $_pa_new"
+	done
+	echo "$_pa"
 }
 f0=$(sym "${MOD}_f0" "$MOD") || bail "setup: find ${MOD}_f0"
 p0=$(pairs 0) || bail "setup: find f0 and its replacement"
@@ -145,10 +150,14 @@ check_not "f0: no IPMODIFY ops left" ipmodify "${MOD}_f0"
 check "f0: $OWNER's trampoline still there" owner_on "${MOD}_f0"
 check "rmmod $OWNER" unload_mod "$OWNER"
 check "nothing left in enabled_functions" wait_until all_gone
-check_log "the log has the patch enabled and removed, nothing else" <<EOF
+check_transcript "the log has the patch enabled and removed, nothing else" <<EOF
+% insmod $OWNER.ko addr=0x$f0
+% echo 'patch m1 $p04' > control
 kpatch: tainting kernel with TAINT_LIVEPATCH
 kpatch: patch 'm1' enabled (5 functions)
+% echo 'unpatch m1' > control
 kpatch: patch 'm1' removed
+% rmmod $OWNER
 EOF
 check_no_splat
 
@@ -173,11 +182,17 @@ expect_ok unpatch k1
 check_values "k1 removed" "$OLD"
 check "rmmod $OWNER" unload_mod "$OWNER"
 check "nothing left in enabled_functions" wait_until all_gone
-check_log "the log has the patches enabled and removed, nothing else" <<EOF
+check_transcript "the log has the patches enabled and removed, nothing else" <<EOF
+% echo 'patch k1 $p59' > control
 kpatch: patch 'k1' enabled (5 functions)
+% insmod $OWNER.ko addr=0x$f0
+% echo 'patch m2 $p04' > control
 kpatch: patch 'm2' enabled (5 functions)
+% echo 'unpatch m2' > control
 kpatch: patch 'm2' removed
+% echo 'unpatch k1' > control
 kpatch: patch 'k1' removed
+% rmmod $OWNER
 EOF
 check_no_splat
 
@@ -193,9 +208,13 @@ expect_ok unpatch m3
 check_values "m3 removed" "$OLD"
 check "rmmod $OWNER" unload_mod "$OWNER"
 check "nothing left in enabled_functions" wait_until all_gone
-check_log "the log has the patch enabled and removed, nothing else" <<EOF
+check_transcript "the log has the patch enabled and removed, nothing else" <<EOF
+% echo 'patch m3 $p04' > control
 kpatch: patch 'm3' enabled (5 functions)
+% insmod $OWNER.ko addr=0x$f0
+% echo 'unpatch m3' > control
 kpatch: patch 'm3' removed
+% rmmod $OWNER
 EOF
 check_no_splat
 
@@ -215,9 +234,14 @@ expect_ok patch m4 $p04
 check_values "m4: f0 .. f4 new" "100 101 102 103 104 5 6 7 8 9"
 expect_ok unpatch m4
 check "nothing left in enabled_functions" wait_until all_gone
-check_log "the log names f3" <<EOF
+check_transcript "the log names f3" <<EOF
+% insmod $KPROBE.ko func=${MOD}_f3
+% echo 'patch m4 $p04' > control
 kpatch: patch 'm4' refused: ftrace cannot redirect ${MOD}_f3+0x0/0x0 [$MOD] (-16); is a kprobe or another live patch on it?
+% rmmod $KPROBE
+% echo 'patch m4 $p04' > control
 kpatch: patch 'm4' enabled (5 functions)
+% echo 'unpatch m4' > control
 kpatch: patch 'm4' removed
 EOF
 check_no_splat
@@ -251,30 +275,35 @@ check_eq "only j3 left" "j3" "$(awk '{ print $1 }' "$KP_PATCHES" | sort -u)"
 expect_ok unpatch j3
 check_values "j3 removed" "$OLD"
 check "nothing left in enabled_functions" wait_until all_gone
-check_log "the log has the patches enabled and removed, nothing else" <<EOF
+check_transcript "the log has the patches enabled and removed, nothing else" <<EOF
+% echo 'patch j1 $p0' > control
 kpatch: patch 'j1' enabled (1 function)
+% echo 'patch j2 $p05' > control
 kpatch: patch 'j2' enabled (6 functions)
+% echo 'unpatch j1' > control
 kpatch: patch 'j1' removed
+% echo 'patch j1 $p0' > control
 kpatch: patch 'j1' enabled (1 function)
+% echo 'replace j3 $p09' > control
 kpatch: patch 'j1' removed
 kpatch: patch 'j2' removed
 kpatch: patch 'j3' enabled (10 functions)
+% echo 'unpatch j3' > control
 kpatch: patch 'j3' removed
 EOF
 check_no_splat
 
 start_test "the stack check refuses a batch twice, which leaves nothing"
 log_mark
-echo 1 >/sys/module/kpatch/parameters/retries || bail "set kpatch retries=1"
+set_param kpatch retries 1 || bail "set kpatch retries=1"
 # shellcheck disable=SC2086
 expect_errno EBUSY patch m6 "$fn" "$fn_new" $p04
-echo 3 >/sys/module/kpatch/parameters/retries || bail "set kpatch retries=3"
+set_param kpatch retries 3 || bail "set kpatch retries=3"
 check_values "m6 refused: all old" "$OLD"
 check_patches "no patch"
 check "nothing left in enabled_functions" wait_until all_gone
 check "kpatch_test_busy_fn is not in enabled_functions" gone kpatch_test_busy_fn
-echo 1 >/sys/module/kpatch_test_busy/parameters/release ||
-	bail "release kpatch_busy"
+set_param kpatch_test_busy release 1 || bail "release kpatch_busy"
 check "the thread left kpatch_test_busy_fn" \
 	wait_until modparam_is kpatch_test_busy state 2
 # shellcheck disable=SC2086
@@ -285,10 +314,16 @@ check "kpatch_test_busy_fn: kpatch_fops_handler" handler_is \
 expect_ok unpatch m6
 check_values "m6 removed" "$OLD"
 check "nothing left in enabled_functions" wait_until all_gone
-check_log "the log has both tries, then the patch enabled and removed" <<EOF
+check_transcript "the log has both tries, then the patch enabled and removed" <<EOF
+% echo 1 > /sys/module/kpatch/parameters/retries
+% echo 'patch m6 $fn $fn_new $p04' > control
 kpatch: patch 'm6' busy (try 1 of 2, again in 20 ms): kpatch_test_busy_fn+0x0/0x0 [kpatch_test_busy] is on the stack of pid $busy_pid (kpatch_busy)
 kpatch: patch 'm6' refused after 2 tries: kpatch_test_busy_fn+0x0/0x0 [kpatch_test_busy] is on the stack of pid $busy_pid (kpatch_busy)
+% echo 3 > /sys/module/kpatch/parameters/retries
+% echo 1 > /sys/module/kpatch_test_busy/parameters/release
+% echo 'patch m6 $fn $fn_new $p04' > control
 kpatch: patch 'm6' enabled (6 functions)
+% echo 'unpatch m6' > control
 kpatch: patch 'm6' removed
 EOF
 check_no_splat

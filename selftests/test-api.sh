@@ -69,10 +69,14 @@ check_eq "original values" "a=1 b=2" "$(target_values)"
 check_patches "patches file is empty"
 check_sysfs_patches "sysfs directory removed"
 check "rmmod kpatch_test_api succeeds after unpatch" unload_mod kpatch_test_api
-check_log "the log says enabled, then removed" kpatch_test_api <<EOF
+check_transcript "the log says enabled, then removed" kpatch_test_api <<EOF
+% insmod kpatch_test_api.ko
 kpatch: tainting kernel with TAINT_LIVEPATCH
 kpatch: patch 'kpatch_test_api' enabled (1 function)
+% rmmod kpatch_test_api
+% echo 'unpatch kpatch_test_api' > control
 kpatch: patch 'kpatch_test_api' removed
+% rmmod kpatch_test_api
 EOF
 check_no_splat
 
@@ -90,14 +94,19 @@ check_sysfs_patches "only kpatch_test_api in sysfs" kpatch_test_api
 expect_ok unpatch kpatch_test_api
 check "rmmod kpatch_test_api succeeds after unpatch" unload_mod kpatch_test_api
 check_eq "original values" "a=1 b=2" "$(target_values)"
-check_log "the log says the api patch enabled once dbg1 and dbg2 were removed" \
+check_transcript "the log says the api patch enabled once dbg1 and dbg2 were removed" \
 	kpatch_test_api <<EOF
+% echo 'patch dbg1 $cmd $cmd1' > control
 kpatch: patch 'dbg1' enabled (1 function)
+% echo 'patch dbg2 $b $b1' > control
 kpatch: patch 'dbg2' enabled (1 function)
+% insmod kpatch_test_api.ko replace=1
 kpatch: patch 'dbg2' removed
 kpatch: patch 'dbg1' removed
 kpatch: patch 'kpatch_test_api' enabled (1 function)
+% echo 'unpatch kpatch_test_api' > control
 kpatch: patch 'kpatch_test_api' removed
+% rmmod kpatch_test_api
 EOF
 check_no_splat
 
@@ -145,12 +154,15 @@ check_eq "only the debugfs patch in effect" "a=1 b=21" "$(target_values)"
 expect_ok unpatch kpatch_test_api
 # The refusal twice: when finit_module() fails, busybox's insmod tries
 # init_module() with the same file, so a refused init runs twice.
-check_log "the log says the name is in use" kpatch_test_api <<EOF
+check_transcript "the log says the name is in use" kpatch_test_api <<EOF
+% echo 'patch kpatch_test_api $b $b1' > control
 kpatch: patch 'kpatch_test_api' enabled (1 function)
+% insmod kpatch_test_api.ko
 kpatch: patch 'kpatch_test_api' refused: a patch with that name exists
 kpatch_test_api: kpatch_register() failed: -17
 kpatch: patch 'kpatch_test_api' refused: a patch with that name exists
 kpatch_test_api: kpatch_register() failed: -17
+% echo 'unpatch kpatch_test_api' > control
 kpatch: patch 'kpatch_test_api' removed
 EOF
 check_no_splat
@@ -166,19 +178,6 @@ intact_line() {
 says_exists() {
 	printf '%s\n' "$msgs" | grep -F 'kpatch: ' |
 		grep -F 'patches/kpatch_test_api' | grep -qF 'already exists'
-}
-
-# api_busy_log WHY: kpatch's lines for kpatch_test_api refused for WHY on
-# every try (as many as kpatch's retries parameter allows)
-api_busy_log() {
-	_abl_tries=$(($(modparam kpatch retries) + 1))
-	_abl_delay=$(modparam kpatch retry_delay_ms)
-	_abl_try=1
-	while [ "$_abl_try" -lt "$_abl_tries" ]; do
-		echo "kpatch: patch 'kpatch_test_api' busy (try $_abl_try of $_abl_tries, again in $_abl_delay ms): $1"
-		_abl_try=$((_abl_try + 1))
-	done
-	echo "kpatch: patch 'kpatch_test_api' refused after $_abl_tries tries: $1"
 }
 
 start_test "a failed register leaves the structures intact: bad second function"
@@ -199,10 +198,12 @@ if mod_loaded kpatch_test_api; then
 	check "rmmod kpatch_test_api succeeds" unload_mod kpatch_test_api
 fi
 check_state_unchanged
-check_log "the log names the refused function" kpatch_test_api <<EOF
+check_transcript "the log names the refused function" kpatch_test_api <<EOF
+% insmod kpatch_test_api.ko check_intact=1
 kpatch_test_api: check_intact=1: second old function kpatch_test_value_b+0x1/0x_ [kpatch_test_target]
 kpatch: kpatch_test_api: old function $(addr_add "$b" 1) is not the start of a function (kpatch_test_value_b+0x1)
 kpatch_test_api: structures intact after failed register (err -22)
+% rmmod kpatch_test_api
 EOF
 check_no_splat
 
@@ -230,10 +231,14 @@ if mod_loaded kpatch_test_api; then
 fi
 check_state_unchanged
 check "rmmod kpatch_test_busy succeeds" unload_mod kpatch_test_busy
-check_log "the log has the refusal, once per try" kpatch_test_api <<EOF
+check_transcript "the log has the refusal, once per try" kpatch_test_api <<EOF
+% insmod kpatch_test_busy.ko
+% insmod kpatch_test_api.ko check_intact=1 intact_old=0x$busy
 kpatch_test_api: check_intact=1: second old function kpatch_test_busy_fn+0x0/0x_ [kpatch_test_busy]
-$(api_busy_log "kpatch_test_busy_fn+0x_/0x_ [kpatch_test_busy] is on the stack of pid $busy_pid (kpatch_busy)")
+$(refused_lines patch kpatch_test_api "kpatch_test_busy_fn+0x_/0x_ [kpatch_test_busy] is on the stack of pid $busy_pid (kpatch_busy)")
 kpatch_test_api: structures intact after failed register (err -16)
+% rmmod kpatch_test_api
+% rmmod kpatch_test_busy
 EOF
 check_no_splat
 
@@ -262,16 +267,20 @@ check_eq "the module registers its patch without its own directory" \
 expect_ok unpatch kpatch_test_api
 check "rmmod kpatch_test_api succeeds after unpatch" unload_mod kpatch_test_api
 # The refusal twice, as above: busybox's insmod tries init_module() too.
-check_log "the log says the directory exists, then enabled and removed" \
+check_transcript "the log says the directory exists, then enabled and removed" \
 	kpatch_test_api <<EOF
+% insmod kpatch_test_api.ko own_kobj=1
 kpatch_test_api: own_kobj=1: made its own directory patches/kpatch_test_api
 kpatch: patch 'kpatch_test_api' refused: /sys/kernel/kpatch/patches/kpatch_test_api already exists; kpatch makes it itself, the patch module must not
 kpatch_test_api: kpatch_register() failed: -17
 kpatch_test_api: own_kobj=1: made its own directory patches/kpatch_test_api
 kpatch: patch 'kpatch_test_api' refused: /sys/kernel/kpatch/patches/kpatch_test_api already exists; kpatch makes it itself, the patch module must not
 kpatch_test_api: kpatch_register() failed: -17
+% insmod kpatch_test_api.ko
 kpatch: patch 'kpatch_test_api' enabled (1 function)
+% echo 'unpatch kpatch_test_api' > control
 kpatch: patch 'kpatch_test_api' removed
+% rmmod kpatch_test_api
 EOF
 check_no_splat
 
@@ -314,7 +323,8 @@ mem_refused() {
 	check_eq "original values" "a=1 b=2" "$(target_values)"
 	check_state_unchanged
 	# Twice, as above: busybox's insmod tries init_module() too.
-	check_log "the log says why, once per try of insmod" kpatch_test_api <<EOT
+	check_transcript "the log says why, once per try of insmod" kpatch_test_api <<EOT
+% insmod kpatch_test_api.ko mem=$1
 kpatch_test_api: mem=$1: $2
 $WRITABLE_LINE
 kpatch_test_api: structures intact after failed register (err -22)
@@ -346,10 +356,14 @@ mem_ok() {
 	check_eq "original values" "a=1 b=2" "$(target_values)"
 	check_sysfs_patches "sysfs directory removed"
 	check "rmmod kpatch_test_api succeeds after unpatch" unload_mod kpatch_test_api
-	check_log "the log says enabled, then removed" kpatch_test_api <<EOT
+	check_transcript "the log says enabled, then removed" kpatch_test_api <<EOT
+% insmod kpatch_test_api.ko mem=$1
 kpatch_test_api: mem=$1: $2
 kpatch: patch 'kpatch_test_api' enabled (1 function)
+% rmmod kpatch_test_api
+% echo 'unpatch kpatch_test_api' > control
 kpatch: patch 'kpatch_test_api' removed
+% rmmod kpatch_test_api
 EOT
 	check_no_splat
 }

@@ -120,8 +120,7 @@ tdata=$(sym kpatch_test_target_data kpatch_test_target) ||
 
 # hooks_fail SPEC: write kpatch_test_hooks's "fail" parameter
 hooks_fail() {
-	diag "% echo '$1' > $HP/fail"
-	echo "$1" >"$HP/fail" || bail "setup: set fail=$1"
+	set_param kpatch_test_hooks fail "$1" || bail "setup: set fail=$1"
 }
 
 # grab_log: KP_LOG is the kernel log since the last mark
@@ -334,22 +333,28 @@ internal() {
 		"patch hX $f $f3 $ALL" \
 		"patch 'hX' refused: pre-patch hook of 'hX' returned $1" \
 		"pre-patch hX returns $1"
-	check_log "kpatch's log line has the hook's value" <<EOF
+	check_transcript "kpatch's log line has the hook's value" <<EOF
+% echo 'patch hX $f $f3 $ALL' > control
 kpatch: patch 'hX' refused: pre-patch hook of 'hX' returned $1
+% echo none > /sys/module/kpatch_test_hooks/parameters/fail
 EOF
 	veto "stop-patch returns $1 ($2)" "stop-patch hX $1" "$3" \
 		"patch hX $f $f3 $ALL" \
 		"patch 'hX' refused: stop-patch hook of 'hX' failed [(]$1[)]; rolled back" \
 		"pre-patch hX" "stop-patch hX returns $1" "post-unpatch hX"
-	check_log "kpatch's log line has the hook's value" <<EOF
+	check_transcript "kpatch's log line has the hook's value" <<EOF
+% echo 'patch hX $f $f3 $ALL' > control
 kpatch: patch 'hX' refused: stop-patch hook of 'hX' failed ($1); rolled back
+% echo none > /sys/module/kpatch_test_hooks/parameters/fail
 EOF
 	veto "pre-unpatch returns $1 ($2)" "pre-unpatch hB $1" "$3" \
 		"unpatch hB" \
 		"unpatch 'hB' refused: pre-unpatch hook of 'hB' returned $1" \
 		"pre-unpatch hB returns $1"
-	check_log "kpatch's log line has the hook's value" <<EOF
+	check_transcript "kpatch's log line has the hook's value" <<EOF
+% echo 'unpatch hB' > control
 kpatch: unpatch 'hB' refused: pre-unpatch hook of 'hB' returned $1
+% echo none > /sys/module/kpatch_test_hooks/parameters/fail
 EOF
 }
 
@@ -547,11 +552,13 @@ api_refused "struct kpatch_module in init memory" -22 api_bad=initdata
 check_hooks "no hook ran"
 check "rmmod kpatch_test_hooks" unload_mod kpatch_test_hooks
 check_state_unchanged
-check_log "the log says why, in one line" kpatch_test_hooks <<EOF
+check_transcript "the log says why, in one line" kpatch_test_hooks <<EOF
+% insmod kpatch_test_hooks.ko api=1 api_bad=initdata
 kpatch_test_hooks: api_bad=initdata: pre-patch hook kpatch_test_hooks_pre_patch+0x0/0x_ [kpatch_test_hooks]
 kpatch: kpatch_test_hooks: the kpatch_module is in init memory (__initdata), which is freed after the module's init
 kpatch_test_hooks: kpatch_register() failed: -22
 kpatch_test_hooks: structures intact after failed register (err -22)
+% rmmod kpatch_test_hooks
 EOF
 check_no_splat
 
@@ -568,7 +575,8 @@ check_patches_nl "patches file: the function and the eight hooks" \
 	"$(pline kpatch_test_hooks kpatch_test_target:kpatch_test_value_a "$a" \
 		kpatch_test_hooks:kpatch_test_hooks_f1 "$f1" active
 	   all_hlines kpatch_test_hooks)"
-check_log "the log says enabled, nothing else" <<EOF
+check_transcript "the log says enabled, nothing else" <<EOF
+% insmod kpatch_test_hooks.ko api=1 api_bad=initfuncs
 kpatch: patch 'kpatch_test_hooks' enabled (1 function)
 EOF
 check_not "rmmod kpatch_test_hooks refused" unload_mod kpatch_test_hooks
@@ -579,8 +587,10 @@ check_hooks "hook calls" "pre-unpatch kpatch_test_hooks" \
 	"stop-unpatch kpatch_test_hooks" "post-unpatch kpatch_test_hooks"
 check_context
 check "rmmod kpatch_test_hooks succeeds" unload_mod kpatch_test_hooks
-check_log "the log says removed, nothing else" <<EOF
+check_transcript "the log says removed, nothing else" <<EOF
+% echo 'unpatch kpatch_test_hooks' > control
 kpatch: patch 'kpatch_test_hooks' removed
+% rmmod kpatch_test_hooks
 EOF
 check_no_splat
 
@@ -608,8 +618,7 @@ check_no_splat
 
 # hooks_param NAME VALUE: write a kpatch_test_hooks parameter
 hooks_param() {
-	diag "% echo '$2' > $HP/$1"
-	echo "$2" >"$HP/$1"
+	set_param kpatch_test_hooks "$1" "$2"
 }
 
 # HOLD_SECS: how long a command may take while a hook waits
@@ -622,10 +631,8 @@ held_start() {
 	held_name=$1
 	hooks_param hold "pre-patch $held_name"
 	rm -f "$KP_TMP/held.out"
-	diag "% echo \"patch $held_name $f $f1 pre-patch=$h_pre_patch\" > $KP_CONTROL &"
-	"$KPCTL" "$KP_CONTROL" "patch $held_name $f $f1 pre-patch=$h_pre_patch" \
-		>"$KP_TMP/held.out" 2>&1 &
-	held_pid=$!
+	kp_bg "$KP_TMP/held.out" "patch $held_name $f $f1 pre-patch=$h_pre_patch"
+	held_pid=$KP_BG
 	wait_until modparam_is kpatch_test_hooks waiting 1
 }
 
@@ -758,8 +765,7 @@ else
 	sleep 1
 	check "register_module_notifier() waits for the GOING notification" \
 		modparam_is kpatch_test_hooks waiting 2
-	diag "% echo 0 > $NP/linger"
-	echo 0 >"$NP/linger"
+	set_param kpatch_test_notify linger 0
 	check "rmmod kpatch_test_coming returns" wait_until loader_done
 	check "the writer of patch hN returns" wait_until test -s "$KP_TMP/held.out"
 	KP_WAIT_TRIES=$tries

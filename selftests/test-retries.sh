@@ -47,14 +47,12 @@ delay=$(modparam kpatch retry_delay_ms)
 
 # kpatch_param NAME VALUE: write a kpatch parameter
 kpatch_param() {
-	diag "% echo $2 > /sys/module/kpatch/parameters/$1"
-	echo "$2" >"/sys/module/kpatch/parameters/$1"
+	set_param kpatch "$1" "$2"
 }
 
 # busy_param NAME VALUE: write a kpatch_test_busy parameter
 busy_param() {
-	diag "% echo $2 > $BUSY_PARAMS/$1"
-	echo "$2" >"$BUSY_PARAMS/$1"
+	set_param kpatch_test_busy "$1" "$2"
 }
 
 # thread_in_fn: the kpatch_busy thread sleeps in kpatch_test_busy_fn()
@@ -73,9 +71,8 @@ thread_out() {
 # (one retry, DELAY ms later); succeeds once its first try was refused
 writer_start() {
 	rm -f "$KP_TMP/writer.out"
-	diag "% echo \"$2\" > $KP_CONTROL &"
-	"$KPCTL" "$KP_CONTROL" "$2" >"$KP_TMP/writer.out" 2>&1 &
-	writer_pid=$!
+	kp_bg "$KP_TMP/writer.out" "$2"
+	writer_pid=$KP_BG
 	wait_until writer_waits "$1"
 }
 
@@ -134,8 +131,10 @@ check "insmod $PROBE func=kpatch_test_value_a (post_handler: IPMODIFY)" \
 	load_mod "$PROBE" func=kpatch_test_value_a
 writer_finish
 check_eq "patch r_ab -> EBUSY" EBUSY "$KP_RESULT"
-check_log "kpatch logs the two refusals, and nothing else" "$PROBE" <<EOF
+check_transcript "kpatch logs the two refusals, and nothing else" "$PROBE" <<EOF
+% echo 'patch r_ab $a $a1 $fn $fn_new' > control &
 kpatch: patch 'r_ab' busy (try 1 of 2, again in $DELAY ms): kpatch_test_busy_fn+0x0/0x0 [kpatch_test_busy] is on the stack of pid $pid (kpatch_busy)
+% insmod $PROBE.ko func=kpatch_test_value_a
 kpatch: patch 'r_ab' refused: ftrace cannot redirect kpatch_test_value_a+0x0/0x0 [kpatch_test_target] (-16); is a kprobe or another live patch on it?
 EOF
 check_no_splat

@@ -89,10 +89,13 @@ show_sites
 check "kpatch_test_value_a is gone from enabled_functions" \
 	gone kpatch_test_value_a
 check "cmdline_proc_show keeps its site for p2" kpatch_site cmdline_proc_show
-check_log "the log has the patches enabled and p1 removed, nothing else" <<EOF
+check_transcript "the log has the patches enabled and p1 removed, nothing else" <<EOF
+% echo 'patch p1 $cmd $cmd1 $a $a1' > control
 kpatch: tainting kernel with TAINT_LIVEPATCH
 kpatch: patch 'p1' enabled (2 functions)
+% echo 'patch p2 $cmd $cmd2' > control
 kpatch: patch 'p2' enabled (1 function)
+% echo 'unpatch p1' > control
 kpatch: patch 'p1' removed
 EOF
 check_no_splat

@@ -55,8 +55,7 @@ pairs() {
 keep=$(pairs 0 1 2 3 4) || bail "setup: find f0 .. f4 and their replacements"
 gone=$(pairs 5 6 7 8 9) || bail "setup: find f5 .. f9 and their replacements"
 # (each is ten words, split on purpose below)
-echo "$HOLD_MS" >"/sys/module/$MOD/parameters/hold_ms" ||
-	bail "setup: set hold_ms"
+set_param "$MOD" hold_ms "$HOLD_MS" || bail "setup: set hold_ms"
 
 values() {
 	modparam "$MOD" values
@@ -72,7 +71,7 @@ handler_is() {
 # assert that the section was begun and is over
 unpatch_in_section() {
 	_us_before=$(modparam "$MOD" sections)
-	echo 1 >"/sys/module/$MOD/parameters/armed"
+	set_param "$MOD" armed 1
 	expect_ok unpatch "$1"
 	_us_in=$(modparam "$MOD" in_section)
 	check_eq "$1: the section began during the unpatch" \
@@ -95,10 +94,14 @@ check "f9: kpatch_fops_handler" handler_is "${MOD}_f9" kpatch_fops_handler
 unpatch_in_section gone
 check_eq "gone removed: f5 .. f9 old" "100 101 102 103 104 5 6 7 8 9" \
 	"$(values)"
-check_log "the log has the patches enabled and removed, nothing else" <<EOF
+check_transcript "the log has the patches enabled and removed, nothing else" <<EOF
+% echo 'patch keep ${keep% }' > control
 kpatch: tainting kernel with TAINT_LIVEPATCH
 kpatch: patch 'keep' enabled (5 functions)
+% echo 'patch gone ${gone% }' > control
 kpatch: patch 'gone' enabled (5 functions)
+% echo 1 > /sys/module/$MOD/parameters/armed
+% echo 'unpatch gone' > control
 kpatch: patch 'gone' removed
 EOF
 check_no_splat
@@ -107,7 +110,9 @@ start_test "the last sites leave kpatch_fops, which is unregistered"
 log_mark
 unpatch_in_section keep
 check_eq "keep removed: all old" "0 1 2 3 4 5 6 7 8 9" "$(values)"
-check_log "the log has the patch removed, nothing else" <<EOF
+check_transcript "the log has the patch removed, nothing else" <<EOF
+% echo 1 > /sys/module/$MOD/parameters/armed
+% echo 'unpatch keep' > control
 kpatch: patch 'keep' removed
 EOF
 check_no_splat
@@ -115,7 +120,7 @@ check_no_splat
 # refused_in_section: case 3 with kpatch's parameter direct as it is now
 refused_in_section() {
 	_rs_before=$(modparam "$MOD" sections)
-	echo 1 >"/sys/module/$MOD/parameters/start"
+	set_param "$MOD" start 1
 	# shellcheck disable=SC2086
 	expect_errno EBUSY patch r3 $p3
 	_rs_in=$(modparam "$MOD" in_section)
@@ -131,13 +136,18 @@ KP_DIRECT_PARAM=/sys/module/kpatch/parameters/direct
 p3=$(pairs 3) || bail "setup: find f3 and its replacement"
 for direct in Y N; do
 	start_test "a registration ftrace refuses (direct=$direct)"
-	log_mark
 	if [ "$direct" = N ] && [ ! -e "$KP_DIRECT_PARAM" ]; then
 		skip "kpatch has no parameter direct"
 		continue
 	fi
-	[ ! -e "$KP_DIRECT_PARAM" ] || echo "$direct" >"$KP_DIRECT_PARAM" ||
-		bail "set direct=$direct"
+	# (before the mark: the transcript is the same where kpatch has no
+	# parameter direct)
+	if [ -e "$KP_DIRECT_PARAM" ]; then
+		set_param kpatch direct "$direct" || bail "set direct=$direct"
+	fi
+	log_mark
+	# kpatch_test_kprobe of the normal build (not in KPATCH_MODDIR)
+	log_command "insmod kpatch_test_kprobe.ko func=${MOD}_f3 post=1"
 	if insmod "${KPATCH_NORMAL_MODDIR:-/kpatch/test_modules}/kpatch_test_kprobe.ko" \
 		"func=${MOD}_f3" post=1; then
 		ok "insmod kpatch_test_kprobe func=${MOD}_f3 post=1"
@@ -146,11 +156,16 @@ for direct in Y N; do
 	else
 		not_ok "insmod kpatch_test_kprobe func=${MOD}_f3 post=1"
 	fi
-	[ ! -e "$KP_DIRECT_PARAM" ] || echo Y >"$KP_DIRECT_PARAM" ||
-		bail "set direct=Y"
-	check_log "the log names f3" <<EOF
+	check_transcript "the log names f3" <<EOF
+% insmod kpatch_test_kprobe.ko func=${MOD}_f3 post=1
+% echo 1 > /sys/module/$MOD/parameters/start
+% echo 'patch r3 ${p3% }' > control
 kpatch: patch 'r3' refused: ftrace cannot redirect ${MOD}_f3+0x0/0x0 [$MOD] (-16); is a kprobe or another live patch on it?
+% rmmod kpatch_test_kprobe
 EOF
+	if [ -e "$KP_DIRECT_PARAM" ]; then
+		set_param kpatch direct Y || bail "set direct=Y"
+	fi
 	check_no_splat
 done
 

@@ -332,10 +332,10 @@ check_transcript() {
 # check_log DESC [MODULE...] <<EOF ... EOF: check_transcript without the
 # command lines: kpatch's own lines and those of each MODULE since the
 # last log_mark are exactly the text on stdin.  Of the loader's two lines
-# about the first module of a boot, only kpatch.ko's are left out.  For
-# the scripts not written as transcripts yet, and for lines whose count
-# the clock decides, counted from the log and then compared in order
-# while the commands fall between them anywhere (test-waiting.sh).
+# about the first module of a boot, only kpatch.ko's are left out.  Only
+# for lines whose count the clock decides: counted from the log, then
+# compared in order while the commands fall between them anywhere, beside
+# a check_transcript -x of the same log without them (test-waiting.sh).
 check_log() {
 	_clg_desc=$1
 	shift

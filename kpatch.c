@@ -584,8 +584,8 @@ static noinline unsigned long notrace kpatch_redirect_slow(struct kpatch_site *s
 		state = kpatch_state_finish(KPATCH_STATE_FAILURE, site->ip);
 	/*
 	 * Read entry->op and the entries only after the state.  Pairs with
-	 * the smp_wmb() after UPDATING and the one before SUCCESS in
-	 * kpatch_update_cb().
+	 * the smp_wmb() after UPDATING in kpatch_update_cb() and the one
+	 * before SUCCESS in kpatch_update_publish().
 	 */
 	smp_rmb();
 	hlist_for_each_entry_rcu_notrace(e, &site->entries, node)
@@ -613,7 +613,7 @@ static noinline void notrace kpatch_ftrace_slow(struct kpatch_site *site,
 static __always_inline void kpatch_site_redirect(struct kpatch_site *site,
 						 struct ftrace_regs *fregs)
 {
-	/* pairs with the SUCCESS of kpatch_update_cb(): see step 3 there */
+	/* pairs with the release in kpatch_settle_targets() */
 	unsigned long target = smp_load_acquire(&site->target);
 
 	if (likely(target > KPATCH_TARGET_SLOW))
@@ -710,7 +710,7 @@ static unsigned long notrace __used kpatch_guard_slow(unsigned long ret)
 
 	preempt_disable_notrace();
 	site = kpatch_site_find(ret - MCOUNT_INSN_SIZE);
-	/* as kpatch_site_redirect()'s: pairs with step 3 of kpatch_update_cb() */
+	/* pairs with the release in kpatch_settle_targets() */
 	if (site && smp_load_acquire(&site->target) == KPATCH_TARGET_SLOW) {
 		target = kpatch_redirect_slow(site);
 	} else if (site) {
@@ -879,20 +879,25 @@ static int kpatch_check_stacks(struct kpatch_try *try);
 static int kpatch_stop_hooks(struct kpatch_try *try);
 static void kpatch_undo_hooks(struct kpatch_try *try, unsigned int n);
 
-/* The targets of @try's sites once its entries are final. */
+/*
+ * Step 4 of kpatch_update_cb(): the targets of @try's sites once its
+ * entries are final.  Each is a release, the pair of the acquire in
+ * kpatch_site_redirect() and kpatch_guard_slow(): a call that reads a final
+ * target also sees the entries and the data of the stop or undo hooks as
+ * this CPU left them.
+ */
 static void kpatch_settle_targets(struct kpatch_try *try)
 {
 	struct kpatch_entry *top;
+	unsigned long target;
 	unsigned int i;
 
 	for (i = 0; i < try->nr_sites; i++) {
 		/* a jmp site's target is only the guard's mark: cleared */
-		if (try->sites[i]->jmp) {
-			WRITE_ONCE(try->sites[i]->target, 0);
-			continue;
-		}
-		top = kpatch_top(try->sites[i]);
-		WRITE_ONCE(try->sites[i]->target, top ? top->new_addr : 0);
+		top = try->sites[i]->jmp ? NULL : kpatch_top(try->sites[i]);
+		target = top ? top->new_addr : 0;
+		/* pairs with the acquire of the fast paths: see above */
+		smp_store_release(&try->sites[i]->target, target);
 	}
 }
 
@@ -915,13 +920,12 @@ static int kpatch_update_answer(struct kpatch_try *try)
  * Step 3 of kpatch_update_cb().  The stop hooks convert the data, then the
  * new entries are published (hlist_add_head_rcu() puts them first).
  * Nobody runs a new function before the state is SUCCESS (slow path) or a
- * final target is written (fast path), and both come after the
- * atomic_cmpxchg() in kpatch_state_finish(), fully ordered after the
- * hooks' stores; readers pair with it through the smp_rmb() of the slow
- * path and the acquire of the fast path.  A caller of a changed function
- * meanwhile can only be an NMI: it runs the old function, maybe on data
- * half converted, and makes the update fail, which the undo hooks roll
- * back before any CPU is released.
+ * final target is written (fast path, step 4), and both come after the
+ * hooks' stores: SUCCESS after the smp_wmb() below, a target by its
+ * release.  A caller of a changed function meanwhile (an NMI, or another
+ * CPU's stop_machine() loop: see kpatch_state) runs the old function,
+ * maybe on data half converted, and makes the update fail, which the undo
+ * hooks roll back before any CPU is released.
  */
 static int kpatch_update_publish(struct kpatch_try *try)
 {
@@ -936,7 +940,7 @@ static int kpatch_update_publish(struct kpatch_try *try)
 	for (i = try->first_add; i < try->nr_touched; i++)
 		hlist_add_head_rcu(&try->touched[i]->node,
 				   &try->touched[i]->site->entries);
-	smp_wmb();	/* entries before SUCCESS: kpatch_redirect_slow() */
+	smp_wmb();	/* hooks and entries before SUCCESS: kpatch_redirect_slow() */
 	kpatch_test_point(KPATCH_TEST_PUBLISHED);
 
 	state = kpatch_state_finish(KPATCH_STATE_SUCCESS, 0);

@@ -28,21 +28,28 @@
  *
  * Words used throughout:
  *   entry      one function of one patch: its old and new function
- *   site       the ftrace call site of a patched function, and how calls
- *              leave it: through an ftrace_ops whose handler sets the
- *              return address, the site's own (an update that makes at
- *              most KPATCH_OWN_SITES new sites, or a function another
- *              ftrace user hooks too) or kpatch_fops, which the sites of
- *              an update that makes more share (an ftrace_ops site), or,
- *              where ftrace can make a direct call a jmp, straight to the
- *              newest new function (a jmp site); a site owns its entries,
- *              newest first, as livepatch's klp_ops owns its func_stack
+ *   site       the ftrace call site of a patched function; it owns its
+ *              entries, newest first, as livepatch's klp_ops owns its
+ *              func_stack.  Calls leave an ftrace_ops site through a
+ *              handler that sets the return address (the site's own
+ *              ftrace_ops, or kpatch_fops, shared), and a jmp site by a
+ *              jmp to the newest new function (struct kpatch_site)
+ *   target     where an ftrace_ops site sends its calls: a new function,
+ *              0 for the old one, or SLOW, the mark that sends them
+ *              through the state machine; a jmp site has only the mark
+ *   guard      kpatch_guard, the way of a jmp site's calls while it is not
+ *              a jmp: during an update, and until the work item acts
+ *   touched    the entries an update publishes or takes out
  *   part       a patch an update adds or removes; its hooks run in turn
  *   piece      code of a function that the compiler moved elsewhere:
  *              foo.cold, foo.part.N
  *   way in     a new function in a module whose old function is elsewhere:
  *              where a redirect leads tasks into the module
  *   ranges     the code no task may be in for an update to take effect
+ *   pre-walk   the stack check of the tasks that are not running, before
+ *              stop_machine(); the callback walks those it could not and
+ *              those that ran since
+ *   pin        a module reference that keeps an address an update uses
  *
  * Functions marked __cold are the control path: parsing, resolving,
  * preparing, reporting, each run a few times per command and never on a
@@ -173,10 +180,9 @@
  * critical section, and synchronize_rcu() waits for it.  Where tracing
  * may run while RCU does not watch, it does not, and ftrace uses the
  * "rude" flavour of RCU tasks, which waits for every CPU to schedule.
- * Newer kernels make the rude wait a no-op where the architecture keeps
- * tracing out of such code (ARCH_WANTS_NO_INSTR, x86; 7.2 without
- * FORCE_TASKS_RUDE_RCU is one): so both, each waiting where the other
- * may not.
+ * Where the architecture keeps tracing out of such code
+ * (ARCH_WANTS_NO_INSTR), a kernel may make the rude wait a no-op: so
+ * both, each waiting where the other may not.
  */
 #ifdef CONFIG_TASKS_RUDE_RCU
 #define kpatch_sync_preempt_off()	\
@@ -193,24 +199,18 @@
 #endif
 
 /*
- * The executable memory of @mod: its core text, or with @init its init
- * text.  Module memory is either split by type or one layout per lifetime.
+ * The core text of @mod.  Module memory is either split by type or one
+ * layout per lifetime.
  */
-static void kpatch_mod_text(const struct module *mod, bool init,
-			    unsigned long *start, unsigned long *end)
+static void kpatch_mod_text(const struct module *mod, unsigned long *start,
+			    unsigned long *end)
 {
 #ifdef for_each_mod_mem_type
-	const struct module_memory *mem = &mod->mem[init ? MOD_INIT_TEXT :
-							    MOD_TEXT];
-
-	*start = (unsigned long)mem->base;
-	*end = *start + mem->size;
+	*start = (unsigned long)mod->mem[MOD_TEXT].base;
+	*end = *start + mod->mem[MOD_TEXT].size;
 #else
-	const struct module_layout *layout = init ? &mod->init_layout :
-						    &mod->core_layout;
-
-	*start = (unsigned long)layout->base;
-	*end = *start + layout->text_size;
+	*start = (unsigned long)mod->core_layout.base;
+	*end = *start + mod->core_layout.text_size;
 #endif
 }
 
@@ -841,8 +841,8 @@ struct kpatch_seen {
 };
 
 /*
- * One try of an update: made by kpatch_prepare() from the request and the
- * patches as they are then, and freed by kpatch_try() before it returns.
+ * One try of an update: prepared by kpatch_try() from the request and the
+ * patches as they are then, and freed by it before it returns.
  *  - the parts: the patches whose hooks run, in the order they run: those
  *    removed, newest first, then the one added; and their entries in the
  *    same order, those taken out before @first_add, those published after;
@@ -1098,7 +1098,7 @@ static bool kpatch_module_text(const struct module *mod, unsigned long addr)
 {
 	unsigned long start, end;
 
-	kpatch_mod_text(mod, false, &start, &end);
+	kpatch_mod_text(mod, &start, &end);
 	return addr >= start && addr < end;
 }
 
@@ -1413,11 +1413,12 @@ out:
 	return patch;
 }
 
-/* The enabled patch called @name, or NULL.  Caller holds kpatch_mutex. */
+/* The enabled patch called @name, or NULL. */
 static struct kpatch_patch *kpatch_find_patch(const char *name)
 {
 	struct kpatch_patch *patch;
 
+	lockdep_assert_held(&kpatch_mutex);
 	list_for_each_entry(patch, &kpatch_patches, list)
 		if (!strcmp(patch->kpmod->name, name))
 			return patch;
@@ -1560,6 +1561,7 @@ static void kpatch_fops_del(unsigned long *ips, unsigned int n)
 	bool last = n >= kpatch_fops_nr;
 	int ret, tries = 5;
 
+	lockdep_assert_held(&kpatch_mutex);
 	do {
 		ret = last ? unregister_ftrace_function(&kpatch_fops) :
 			     ftrace_set_filter_ips(&kpatch_fops, ips, n, 1, 0);
@@ -1607,6 +1609,7 @@ static int kpatch_fops_add(struct kpatch_try *try, unsigned int from,
 	unsigned int i, n = 0;
 	int ret;
 
+	lockdep_assert_held(&kpatch_mutex);
 	for (i = from; i < to; i++)
 		if (try->touched[i]->site->via == KPATCH_VIA_NONE)
 			try->ips[n++] = try->touched[i]->ip;
@@ -1788,15 +1791,6 @@ static void kpatch_sites_release(struct kpatch_try *try, unsigned int n)
 			kpatch_site_free(try->gone[i]);
 }
 
-/* Compare two pointers. */
-static int kpatch_cmp_ptr(const void *a, const void *b)
-{
-	unsigned long x = *(const unsigned long *)a;
-	unsigned long y = *(const unsigned long *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* The sites of @try's entries, each once. */
 static int kpatch_collect_sites(struct kpatch_try *try)
 {
@@ -1809,7 +1803,8 @@ static int kpatch_collect_sites(struct kpatch_try *try)
 	for (i = 0; i < try->nr_touched; i++)
 		if (!WARN_ON_ONCE(!try->touched[i]->site))
 			try->sites[n++] = try->touched[i]->site;
-	sort(try->sites, n, sizeof(*try->sites), kpatch_cmp_ptr, NULL);
+	/* by address, a pointer read as the unsigned long it fits in */
+	sort(try->sites, n, sizeof(*try->sites), kpatch_cmp_ulong, NULL);
 	for (i = 0, try->nr_sites = 0; i < n; i++)
 		if (!i || try->sites[i] != try->sites[i - 1])
 			try->sites[try->nr_sites++] = try->sites[i];
@@ -2221,7 +2216,7 @@ static int kpatch_follow(struct kpatch_reading *rd, unsigned long target)
 	if (target == kpatch_return_thunk)
 		return 0;
 	if (rd->mod) {
-		kpatch_mod_text(rd->mod, false, &lo, &hi);
+		kpatch_mod_text(rd->mod, &lo, &hi);
 		home = target >= lo && target < hi;
 	} else {
 		home = kpatch_kernel_text(target);
@@ -2864,12 +2859,13 @@ static int kpatch_check_task(struct task_struct *task,
  * (acknowledged with fully ordered atomics) comes before the callback.
  */
 
-/* Remember that @task's stack is clean; its pi_lock is held. */
+/* Remember that @task's stack is clean. */
 static void kpatch_seen_add(struct kpatch_try *try,
 			    struct task_struct *task)
 {
 	struct kpatch_seen *s = &try->seen[try->nr_seen++];
 
+	lockdep_assert_held(&task->pi_lock);
 	s->task = task;
 	s->switches = task->nvcsw + task->nivcsw;
 	s->start_time = task->start_time;
@@ -3095,11 +3091,12 @@ static bool kpatch_exiting_lost;
 static void kpatch_exiting_refill(struct work_struct *work);
 static DECLARE_WORK(kpatch_exiting_work, kpatch_exiting_refill);
 
-/* The record of @task, or NULL.  Caller holds kpatch_exiting_lock. */
+/* The record of @task, or NULL. */
 static struct kpatch_exiting *kpatch_exiting_find(struct task_struct *task)
 {
 	struct kpatch_exiting *e;
 
+	lockdep_assert_held(&kpatch_exiting_lock);
 	hash_for_each_possible(kpatch_exiting_hash, e, node,
 			       (unsigned long)task)
 		if (e->task == task)
@@ -3224,7 +3221,7 @@ static int kpatch_check_exiting(struct kpatch_try *try)
 	int bkt, ret = 0;
 
 	raw_spin_lock(&kpatch_exiting_lock);
-	if (kpatch_exiting_lost) {	/* since kpatch_try_update() looked */
+	if (kpatch_exiting_lost) {	/* since kpatch_run() looked */
 		try->refused.why = KPATCH_LOST;
 		ret = -EBUSY;
 		goto out;
@@ -3529,6 +3526,8 @@ static void kpatch_set_op(struct kpatch_try *try, bool running)
 {
 	unsigned int i;
 
+	/* callers ignore entry->op while the state is IDLE */
+	WARN_ON_ONCE(atomic_read(&kpatch_state) != KPATCH_STATE_IDLE);
 	for (i = 0; i < try->nr_touched; i++)
 		try->touched[i]->op = !running ? KPATCH_OP_NONE :
 				      i >= try->first_add ? KPATCH_OP_PATCH :
@@ -3558,7 +3557,6 @@ static int kpatch_run(struct kpatch_try *try)
 	if (ret)
 		return ret;
 
-	/* Callers ignore entry->op while the state is IDLE. */
 	kpatch_set_op(try, true);
 	WRITE_ONCE(kpatch_failed_ip, 0);
 	WRITE_ONCE(kpatch_failed_hook, false);
@@ -3637,9 +3635,9 @@ static __cold void kpatch_commit(struct kpatch_try *try)
 }
 
 /*
- * Does /sys/kernel/kpatch/patches/@name exist?  kpatch makes it itself.  A
- * patch module written for the 2014 core made it before it called
- * kpatch_register(); it may also appear while an update waits.
+ * Does /sys/kernel/kpatch/patches/@name exist?  kpatch makes it itself; a
+ * patch module that makes it too (before kpatch_register(), or while an
+ * update waits) is refused.
  */
 static __cold bool kpatch_sysfs_taken(const char *verb, const char *name)
 {
@@ -3665,6 +3663,7 @@ static __cold int kpatch_try(struct kpatch_try *try)
 	struct kpatch_patch *add = req->add;
 	int ret;
 
+	lockdep_assert_held(&kpatch_mutex);
 	if (add) {
 		ret = kpatch_check_chain(add, req->replace);
 		if (ret)
@@ -3720,6 +3719,7 @@ static __cold int kpatch_dry_run(struct kpatch_try *try)
 	const struct kpatch_request *req = try->req;
 	int ret;
 
+	lockdep_assert_held(&kpatch_mutex);
 	req->check->blockers = kcalloc(KPATCH_CHECK_MAX,
 				       sizeof(*req->check->blockers),
 				       GFP_KERNEL);

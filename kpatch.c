@@ -38,7 +38,8 @@
  *              0 for the old one, or SLOW, the mark that sends them
  *              through the state machine; a jmp site has only the mark
  *   guard      kpatch_guard, the way of a jmp site's calls while it is not
- *              a jmp: during an update, and until the work item acts
+ *              a jmp: during an update, until the work item acts, and for
+ *              good where ftrace cannot make the jmp
  *   touched    the entries an update publishes or takes out
  *   part       a patch an update adds or removes; its hooks run in turn
  *   piece      code of a function that the compiler moved elsewhere:
@@ -584,8 +585,9 @@ static noinline unsigned long notrace kpatch_redirect_slow(struct kpatch_site *s
 		state = kpatch_state_finish(KPATCH_STATE_FAILURE, site->ip);
 	/*
 	 * Read entry->op and the entries only after the state.  Pairs with
-	 * the smp_wmb() after UPDATING in kpatch_update_cb() and the one
-	 * before SUCCESS in kpatch_update_publish().
+	 * the smp_wmb() before SUCCESS in kpatch_update_publish(): a call
+	 * that reads SUCCESS sees the entries published.  One that read IDLE
+	 * reads entries no update has changed yet: see above.
 	 */
 	smp_rmb();
 	hlist_for_each_entry_rcu_notrace(e, &site->entries, node)
@@ -841,8 +843,9 @@ struct kpatch_seen {
 };
 
 /*
- * One try of an update: prepared by kpatch_try() from the request and the
- * patches as they are then, and freed by it before it returns.
+ * One try of an update, or its dry run: prepared by kpatch_try() (or
+ * kpatch_dry_run()) from the request and the patches as they are then;
+ * what it holds is freed before that returns, and @refused is read after.
  *  - the parts: the patches whose hooks run, in the order they run: those
  *    removed, newest first, then the one added; and their entries in the
  *    same order, those taken out before @first_add, those published after;
@@ -922,10 +925,11 @@ static int kpatch_update_answer(struct kpatch_try *try)
  * Nobody runs a new function before the state is SUCCESS (slow path) or a
  * final target is written (fast path, step 4), and both come after the
  * hooks' stores: SUCCESS after the smp_wmb() below, a target by its
- * release.  A caller of a changed function meanwhile (an NMI, or another
- * CPU's stop_machine() loop: see kpatch_state) runs the old function,
- * maybe on data half converted, and makes the update fail, which the undo
- * hooks roll back before any CPU is released.
+ * release.  A caller of a changed function meanwhile (an NMI, another
+ * CPU's stop_machine() loop or a stop hook: see kpatch_state) runs the
+ * old function, maybe on data half converted; the first such call makes
+ * the update fail, and the undo hooks roll the data back before any CPU
+ * is released.
  */
 static int kpatch_update_publish(struct kpatch_try *try)
 {
@@ -1010,13 +1014,13 @@ static int kpatch_update_cb(void *data)
 	/*
 	 * Step 1.  entry->op was written before stop_machine(), whose
 	 * rendezvous orders it before these stores.  The marks go before
-	 * the state (the release); the state goes before the entries change,
-	 * for the smp_rmb() in kpatch_redirect_slow().
+	 * the state (the release).  No entry changes before step 2 has seen
+	 * every other CPU answer after it read UPDATING, so no barrier is
+	 * needed between the state and the entries.
 	 */
 	for (i = 0; i < try->nr_sites; i++)
 		WRITE_ONCE(try->sites[i]->target, KPATCH_TARGET_SLOW);
 	atomic_set_release(&kpatch_state, KPATCH_STATE_UPDATING);
-	smp_wmb();	/* state before entries; see above */
 
 	/*
 	 * Step 2.  The number of online CPUs cannot change inside

@@ -615,7 +615,7 @@ static noinline void notrace kpatch_ftrace_slow(struct kpatch_site *site,
 static __always_inline void kpatch_site_redirect(struct kpatch_site *site,
 						 struct ftrace_regs *fregs)
 {
-	/* pairs with the release in kpatch_settle_targets() */
+	/* pairs with the release in kpatch_final_targets() */
 	unsigned long target = smp_load_acquire(&site->target);
 
 	if (likely(target > KPATCH_TARGET_SLOW))
@@ -712,7 +712,7 @@ static unsigned long notrace __used kpatch_guard_slow(unsigned long ret)
 
 	preempt_disable_notrace();
 	site = kpatch_site_find(ret - MCOUNT_INSN_SIZE);
-	/* pairs with the release in kpatch_settle_targets() */
+	/* pairs with the release in kpatch_final_targets() */
 	if (site && smp_load_acquire(&site->target) == KPATCH_TARGET_SLOW) {
 		target = kpatch_redirect_slow(site);
 	} else if (site) {
@@ -889,7 +889,7 @@ static void kpatch_undo_hooks(struct kpatch_try *try, unsigned int n);
  * target also sees the entries and the data of the stop or undo hooks as
  * this CPU left them.
  */
-static void kpatch_settle_targets(struct kpatch_try *try)
+static void kpatch_final_targets(struct kpatch_try *try)
 {
 	struct kpatch_entry *top;
 	unsigned long target;
@@ -1036,7 +1036,7 @@ static int kpatch_update_cb(void *data)
 	} else {
 		ret = kpatch_update_publish(try);
 	}
-	kpatch_settle_targets(try);	/* step 4 */
+	kpatch_final_targets(try);	/* step 4 */
 	return ret;
 }
 

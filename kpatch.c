@@ -497,9 +497,10 @@ static struct kpatch_entry *kpatch_top(struct kpatch_site *site)
  * state; the state machine guards the slow path, which the calls of every
  * site an update changes take while the update runs.  Outside
  * stop_machine() neither can change under a caller: the only writer is the
- * stop_machine() callback.  Inside it, two kinds of caller still run next
- * to the writer: NMIs on any CPU, and the functions the other CPUs call
- * while they spin in the stop_machine() loop.
+ * stop_machine() callback.  Inside it, three kinds of caller still run
+ * next to the writer: NMIs on any CPU, the functions the other CPUs call
+ * while they spin in the stop_machine() loop, and the stop and undo hooks
+ * on the writer's own CPU.
  *
  * IDLE: no update changes the entries; the first entry of a site runs, and
  * entry->op is ignored.

@@ -967,9 +967,9 @@ static int kpatch_update_publish(struct kpatch_try *try)
 
 /*
  * The stop_machine() callback: the only place where entries are published
- * and taken out, and where sites change target.  Interrupts are
- * off on every CPU; only NMIs and the stop_machine() loops of the other
- * CPUs can call a patched function meanwhile.
+ * and taken out, and where sites change target.  Interrupts are off on
+ * every CPU; who can still call a patched function meanwhile is listed at
+ * kpatch_state.
  *
  * Why a caller never mixes versions, though the fast paths (an ftrace_ops
  * site's target, a jmp site's jmp) look at no state: only the sites of

@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # test-fuzz.sh - hostile input on the control file.  kpfuzz (kpfuzz.c)
-# writes at least 10,000 commands from a fixed seed: random bytes, token
-# soups, over-long writes, truncated and mutated valid commands, boundary
-# addresses, names at and past the length limit and with bad bytes, many
+# writes thousands of commands from a fixed seed (how many: below):
+# random bytes, token soups, over-long writes, truncated and mutated
+# valid commands, boundary addresses, names at and past the length limit
+# and with bad bytes, many
 # pairs, hook words (HOOK=ADDR: kpatch_test_shadow's hooks, unknown
 # names, the same hook twice, '=' at the edges, vmlinux and bad
 # addresses), and dry runs (check VERB ...).  Every result must be OK or a

@@ -72,6 +72,7 @@
 #include <linux/jump_label.h>
 #include <linux/kallsyms.h>
 #include <linux/kobject.h>
+#include <linux/kprobes.h>
 #include <linux/kthread.h>
 #include <linux/mm.h>
 #include <linux/module.h>
@@ -793,11 +794,12 @@ enum kpatch_refusal {
 	KPATCH_RAN,		/* a function the update changes ran meanwhile */
 	KPATCH_LOST,		/* an exiting task could not be recorded */
 	KPATCH_HOOK,		/* a pre or stop hook refused */
+	KPATCH_AGAIN,		/* ftrace: a direct call's owner was busy */
 };
 
 struct kpatch_refused {
 	enum kpatch_refusal why;
-	unsigned long addr;		/* KPATCH_BUSY: where */
+	unsigned long addr;		/* BUSY: where; AGAIN: the function */
 	pid_t pid;			/* BUSY, UNRELIABLE: whose stack */
 	char comm[TASK_COMM_LEN];
 	struct kpatch_patch *hook_patch;	/* KPATCH_HOOK: whose hook */
@@ -876,6 +878,7 @@ struct kpatch_try {
 	struct kpatch_seen *seen, **seen_by_task;
 	unsigned int nr_seen, max_seen;
 	atomic_t cpus_in, cpus_seen;
+	struct kpatch_check *list;	/* where blockers go, or NULL */
 	struct kpatch_refused refused;
 };
 
@@ -1556,28 +1559,27 @@ out:
 /*
  * Take @n ips out of kpatch_fops's filter, in one ftrace update, or
  * unregister kpatch_fops if they are its last: it is never left
- * registered with an empty filter.  This must not fail.  A new filter
- * takes ftrace an allocation, so one that fails is tried again a few
- * times; where ftrace still fails, the functions keep a hook that finds
- * no site.
+ * registered with an empty filter.  A new filter takes ftrace an
+ * allocation, so one that fails is tried again a few times.  Returns
+ * ftrace's error, and then the filter and kpatch_fops_nr are as they were:
+ * the caller keeps the sites of @ips, which kpatch then still owns (see
+ * kpatch_sites_release()).
  */
-static void kpatch_fops_del(unsigned long *ips, unsigned int n)
+static int kpatch_fops_del(unsigned long *ips, unsigned int n)
 {
 	bool last = n >= kpatch_fops_nr;
 	int ret, tries = 5;
 
 	lockdep_assert_held(&kpatch_mutex);
 	do {
+		if (!last)
+			kpatch_test_point(KPATCH_TEST_FILTER);
 		ret = last ? unregister_ftrace_function(&kpatch_fops) :
 			     ftrace_set_filter_ips(&kpatch_fops, ips, n, 1, 0);
 	} while (ret == -ENOMEM && --tries);
-	kpatch_fops_nr -= last ? kpatch_fops_nr : n;
-	if (ret && n == 1)
-		pr_warn("%pS keeps its ftrace hook (%d); harmless, it only costs a call of kpatch's\n",
-			(void *)ips[0], ret);
-	else if (ret)
-		pr_warn("%pS and %u other functions keep their ftrace hooks (%d); harmless, they only cost a call of kpatch's\n",
-			(void *)ips[0], n - 1, ret);
+	if (!ret)
+		kpatch_fops_nr -= last ? kpatch_fops_nr : n;
+	return ret;
 }
 
 /*
@@ -1604,7 +1606,9 @@ static bool kpatch_fops_alone(const struct kpatch_site *site)
  * kpatch_fops, in one ftrace update: their ips into its filter, or, if it
  * has no site, it registered with them.  Those where it is not alone then
  * leave it again, for an ftrace_ops of their own.  Returns ftrace's error,
- * and then none of them is on kpatch_fops.
+ * and then none of them is on kpatch_fops; or -ENOMEM when those could not
+ * leave it, and then they stay on it, kpatch's sites with no entry, which
+ * the caller releases (kpatch_sites_unmake()).
  */
 static int kpatch_fops_add(struct kpatch_try *try, unsigned int from,
 			   unsigned int to)
@@ -1623,7 +1627,7 @@ static int kpatch_fops_add(struct kpatch_try *try, unsigned int from,
 	if (added) {
 		ret = ftrace_set_filter_ips(&kpatch_fops, try->ips, n, 0, 0);
 	} else {
-		/* reset: a failed removal may have left ips in the filter */
+		/* reset: unregistering leaves the last ips in the filter */
 		ret = ftrace_set_filter_ips(&kpatch_fops, try->ips, n, 0, 1) ?:
 		      register_ftrace_function(&kpatch_fops);
 		if (ret)
@@ -1641,9 +1645,12 @@ static int kpatch_fops_add(struct kpatch_try *try, unsigned int from,
 		else
 			try->ips[n++] = site->ip;
 	}
-	if (n)
-		kpatch_fops_del(try->ips, n);
-	return 0;
+	if (!n || !kpatch_fops_del(try->ips, n))
+		return 0;
+	for (i = from; i < to; i++)
+		if (try->touched[i]->site->via == KPATCH_VIA_NONE)
+			try->touched[i]->site->via = KPATCH_VIA_FOPS;
+	return -ENOMEM;
 }
 
 /*
@@ -1657,8 +1664,11 @@ static int kpatch_fops_add(struct kpatch_try *try, unsigned int from,
  * function that another ftrace user also hooks, or that ftrace refuses
  * kpatch_fops with the whole batch, gets an ftrace_ops of its own, so
  * that ftrace's error names it.  On failure, name that function and return
- * -EBUSY, -EINVAL or -ENOMEM; the caller releases what was made.
+ * -EBUSY, -EINVAL or -ENOMEM, or -EAGAIN with try->refused saying why;
+ * the caller releases what was made.
  */
+static int kpatch_site_drop(struct kpatch_site *site);
+
 static __cold int kpatch_sites_add(struct kpatch_try *try)
 {
 	struct kpatch_entry *e = NULL;
@@ -1675,6 +1685,14 @@ static __cold int kpatch_sites_add(struct kpatch_try *try)
 		try->touched[i]->site = NULL;
 	for (i = try->first_add; i < try->nr_touched && !ret; i++) {
 		e = try->touched[i];
+		e->site = kpatch_site_find(e->ip);
+		/* a site with no entry is one kpatch kept: off with it first */
+		if (e->site && !kpatch_top(e->site) &&
+		    kpatch_site_drop(e->site)) {
+			e->site = NULL;
+			ret = -ENOMEM;
+			break;
+		}
 		e->site = kpatch_site_find(e->ip);
 		if (e->site)
 			continue;
@@ -1710,6 +1728,16 @@ static __cold int kpatch_sites_add(struct kpatch_try *try)
 		if (e->site->via == KPATCH_VIA_NONE)
 			ret = kpatch_site_hook(e->site, false);
 	}
+	if (ret == -EAGAIN) {
+		/*
+		 * The owner of a direct call there (a BPF trampoline being
+		 * changed) cannot answer ftrace now: busy, as a function on a
+		 * stack is (kpatch_retry()).
+		 */
+		try->refused.why = KPATCH_AGAIN;
+		try->refused.addr = e->old_addr;
+		return ret;
+	}
 	if (ret == -ENOMEM)
 		pr_err("%s '%s' refused: out of memory for the ftrace sites\n",
 		       try->req->verb, try->req->add->kpmod->name);
@@ -1720,8 +1748,34 @@ static __cold int kpatch_sites_add(struct kpatch_try *try)
 	return ret == -ENOMEM || ret == -EBUSY || !ret ? ret : -EINVAL;
 }
 
+/*
+ * Sites that kpatch could not release (ftrace failed to take them off),
+ * under kpatch_mutex: each stays in kpatch_sites with no entry, target 0,
+ * its hook and its pins, so that calls go on in the old function and
+ * kpatch still owns what it left; the work item tries again
+ * (kpatch_settle_fn()), and so does an update that needs the function.
+ */
+static unsigned int kpatch_sites_kept;
+
+static void kpatch_site_kept(struct kpatch_site *site)
+{
+	hash_add_rcu(kpatch_sites, &site->node, site->ip);
+	kpatch_sites_kept++;
+}
+
+/* Log that @n sites, the first at @ip, were kept: ftrace said @ret. */
+static void kpatch_sites_kept_log(unsigned long ip, unsigned int n, int ret)
+{
+	if (n == 1)
+		pr_warn("%pS keeps kpatch's ftrace hook for now (%d): it redirects nothing, and kpatch takes it off later\n",
+			(void *)ip, ret);
+	else if (n)
+		pr_warn("%u functions keep kpatch's ftrace hook for now (%d): they redirect nothing, and kpatch takes them off later\n",
+			n, ret);
+}
+
 /* Release @site, on an ftrace_ops of its own or a direct call. */
-static void kpatch_site_release(struct kpatch_site *site)
+static int kpatch_site_release(struct kpatch_site *site)
 {
 	int ret;
 
@@ -1729,10 +1783,8 @@ static void kpatch_site_release(struct kpatch_site *site)
 	ret = site->jmp ? kpatch_direct_clear(&site->ops, site->jmp) :
 			  unregister_ftrace_function(&site->ops);
 	if (ret) {
-		hash_add_rcu(kpatch_sites, &site->node, site->ip);
-		pr_warn("%pS keeps its ftrace hook (%d); harmless, it only costs a call of kpatch's\n",
-			(void *)site->ip, ret);
-		return;
+		kpatch_site_kept(site);
+		return ret;
 	}
 	/*
 	 * ftrace waits for its own trampolines and handlers, not for the
@@ -1743,6 +1795,7 @@ static void kpatch_site_release(struct kpatch_site *site)
 	if (site->jmp)
 		kpatch_sync_preempt_off();
 	kpatch_site_free(site);
+	return 0;
 }
 
 /*
@@ -1763,13 +1816,16 @@ static void kpatch_site_release(struct kpatch_site *site)
  * trampoline before the handler ran finds no site when it gets there and
  * goes on in the old function, the version the update that took the
  * site's last entry decided; one preempted after it has left with the
- * site's target, 0 since that update's stop_machine().  This must not
- * fail: the update is done or undone.
+ * site's target, 0 since that update's stop_machine().  The update is
+ * done or undone: where ftrace fails to unhook a site, kpatch keeps it
+ * (kpatch_site_kept()).  Returns the number of sites kept.
  */
-static void kpatch_sites_release(struct kpatch_try *try, unsigned int n)
+static unsigned int kpatch_sites_release(struct kpatch_try *try,
+					 unsigned int n)
 {
 	struct kpatch_site *site;
-	unsigned int i, m = 0, k = 0;
+	unsigned int i, m = 0, k = 0, kept = 0;
+	int ret;
 
 	lockdep_assert_held(&kpatch_mutex);
 	for (i = 0; i < n; i++) {
@@ -1777,8 +1833,12 @@ static void kpatch_sites_release(struct kpatch_try *try, unsigned int n)
 		if (WARN_ON_ONCE(!hlist_empty(&site->entries)) ||
 		    site->via == KPATCH_VIA_OPS ||
 		    site->via == KPATCH_VIA_DIRECT) {
-			if (hlist_empty(&site->entries))
-				kpatch_site_release(site);
+			ret = hlist_empty(&site->entries) ?
+			      kpatch_site_release(site) : 0;
+			if (ret) {
+				kpatch_sites_kept_log(site->ip, 1, ret);
+				kept++;
+			}
 			try->gone[i] = NULL;
 			continue;
 		}
@@ -1787,13 +1847,19 @@ static void kpatch_sites_release(struct kpatch_try *try, unsigned int n)
 			try->ips[m++] = site->ip;
 		k++;
 	}
-	if (m)
-		kpatch_fops_del(try->ips, m);
+	ret = m ? kpatch_fops_del(try->ips, m) : 0;
 	if (k && (kpatch_fops.flags & FTRACE_OPS_FL_ENABLED))
 		kpatch_sync_preempt_off();
-	for (i = 0; i < n; i++)
-		if (try->gone[i])
-			kpatch_site_free(try->gone[i]);
+	for (i = 0; i < n; i++) {
+		site = try->gone[i];
+		if (site && ret && site->via == KPATCH_VIA_FOPS)
+			kpatch_site_kept(site);
+		else if (site)
+			kpatch_site_free(site);
+	}
+	if (ret)
+		kpatch_sites_kept_log(try->ips[0], m, ret);
+	return kept + (ret ? m : 0);
 }
 
 /* The sites of @try's entries, each once. */
@@ -1862,23 +1928,60 @@ static unsigned long kpatch_site_jmp(struct kpatch_site *site)
 }
 
 /*
- * Every jmp site on the guard back to a jmp, to the new function its
- * first entry names, one at a time: every caller already sees that
- * version through the guard.  Each move is an ftrace code update (about
- * 19 ms), so it runs from kpatch_settle_work about 100 ms after the
- * command that made the update has returned (on a single CPU a work
- * queued at once would still run before the writer).  Under kpatch_mutex
- * no update is in flight (the state is IDLE between the tries of a
- * waiting update too), and no site is made or freed.  A site whose jmp
- * ftrace cannot set stays on the guard: slower, but right.
+ * Try again to release @site, a site kpatch kept (kpatch_site_kept()), on
+ * its own; 0 once it is gone.  As in kpatch_sites_release(), a site leaves
+ * kpatch_fops's filter and is freed after the wait for calls that may have
+ * found it.
  */
+static int kpatch_site_drop(struct kpatch_site *site)
+{
+	int ret;
+
+	lockdep_assert_held(&kpatch_mutex);
+	if (WARN_ON_ONCE(!hlist_empty(&site->entries)))
+		return -EBUSY;
+	kpatch_sites_kept--;
+	if (site->via != KPATCH_VIA_FOPS)
+		return kpatch_site_release(site);
+	hash_del_rcu(&site->node);
+	ret = kpatch_fops_del(&site->ip, 1);
+	if (ret) {
+		kpatch_site_kept(site);
+		return ret;
+	}
+	if (kpatch_fops.flags & FTRACE_OPS_FL_ENABLED)
+		kpatch_sync_preempt_off();
+	kpatch_site_free(site);
+	return 0;
+}
+
+/*
+ * The work item: the sites kpatch kept released, then every jmp site on
+ * the guard back to a jmp, to the new function its first entry names, one
+ * at a time: every caller already sees that version through the guard.
+ * Each move is an ftrace code update (about 19 ms), so it runs from
+ * kpatch_settle_work about 100 ms after the command that made the update
+ * has returned (on a single CPU a work queued at once would still run
+ * before the writer).  Under kpatch_mutex no update is in flight (the
+ * state is IDLE between the tries of a waiting update too), and a site
+ * with no entry is one kpatch kept.  A site whose jmp ftrace cannot set
+ * stays on the guard: slower, but right.  Sites still kept are tried again
+ * a second later.
+ */
+static void kpatch_settle_fn(struct work_struct *work);
+static DECLARE_DELAYED_WORK(kpatch_settle_work, kpatch_settle_fn);
+
 static void kpatch_settle_fn(struct work_struct *work)
 {
 	struct kpatch_site *site;
+	struct hlist_node *tmp;
 	unsigned long jmp;
 	int bkt;
 
 	mutex_lock(&kpatch_mutex);
+	hash_for_each_safe(kpatch_sites, bkt, tmp, site, node)
+		if (kpatch_sites_kept && !kpatch_top(site))
+			kpatch_site_drop(site);
 	hash_for_each(kpatch_sites, bkt, site, node) {
 		jmp = kpatch_site_jmp(site);
 		if (!site->jmp || site->jmp == jmp)
@@ -1889,15 +1992,16 @@ static void kpatch_settle_fn(struct work_struct *work)
 		else
 			site->jmp = jmp;
 	}
+	if (kpatch_sites_kept)
+		schedule_delayed_work(&kpatch_settle_work, HZ);
 	mutex_unlock(&kpatch_mutex);
 }
-
-static DECLARE_DELAYED_WORK(kpatch_settle_work, kpatch_settle_fn);
 
 /*
  * After the grace period that ends an update, done or undone: each site of
  * @try without an entry released, and, for each jmp site of @try the
- * update left on the guard, kpatch_settle_work queued.
+ * update left on the guard, kpatch_settle_work queued; so too for sites
+ * kpatch had to keep.
  */
 static void kpatch_sites_settle(struct kpatch_try *try)
 {
@@ -1912,8 +2016,7 @@ static void kpatch_sites_settle(struct kpatch_try *try)
 		else if (site->jmp && site->jmp != kpatch_site_jmp(site))
 			move = true;
 	}
-	kpatch_sites_release(try, n);
-	if (move)
+	if (kpatch_sites_release(try, n) || move)
 		schedule_delayed_work(&kpatch_settle_work, HZ / 10);
 }
 
@@ -2251,22 +2354,58 @@ static int kpatch_follow(struct kpatch_reading *rd, unsigned long target)
 }
 
 /*
- * An INT3 where an instruction starts, other than the padding after a ret
- * or a jmp: a kprobe (which keeps one on a jmp or jcc it cannot optimize,
- * and emulates the jump), or code being rewritten.  The instruction under
- * it is unknown, so @rd is lost; for a function's pieces, whatever jump it
- * may be is followed (a 1-byte opcode with a rel8 or a rel32 after it, or
- * a jcc's 0f under the INT3), and the code after it is read byte by byte.
+ * Is there a kprobe at @addr, where the code has an INT3?  kprobes exports
+ * no lookup, but registering a probe where one is joins it, and one where
+ * none is fails on the INT3 (-EINVAL or -EILSEQ: kprobes does not probe
+ * an INT3).  So register a disabled one, which changes no code, and take
+ * it off again.  Any other error leaves the question open: true.
+ */
+#ifdef CONFIG_KPROBES
+static __cold bool kpatch_kprobed(unsigned long addr)
+{
+	struct kprobe kp = {
+		.addr	= (kprobe_opcode_t *)addr,
+		.flags	= KPROBE_FLAG_DISABLED,
+	};
+	int ret = register_kprobe(&kp);
+
+	if (!ret)
+		unregister_kprobe(&kp);
+	return ret != -EINVAL && ret != -EILSEQ;
+}
+#else
+static bool kpatch_kprobed(unsigned long addr)
+{
+	return false;
+}
+#endif
+
+/*
+ * An INT3 where an instruction starts: a kprobe (which keeps one on a jmp
+ * or jcc it cannot optimize, and emulates the jump), code being rewritten,
+ * or, after a ret or a jmp (@padding), the padding of straight-line
+ * speculation or of a return the kernel rewrote -- which a kprobe on an
+ * instruction that starts the next block looks exactly like.
+ *
+ * For a function's pieces, whatever jump it may hide is followed, as a
+ * 1-byte opcode with a rel8 or a rel32 after it, or a jcc's 0f under the
+ * INT3: a false target leads into no piece.  After one that is no padding
+ * the code is read byte by byte (the caller).  For the ways into a module,
+ * the instruction under an INT3 is unknown, so @rd is lost -- unless it
+ * stands where padding may, and kprobes says it has no probe there.
  */
 static int kpatch_follow_int3(struct kpatch_reading *rd, const u8 *p,
-			      unsigned long avail, unsigned long addr)
+			      unsigned long avail, unsigned long addr,
+			      bool padding)
 {
 	s32 rel32;
 	int ret = 0;
 
-	rd->lost = true;
-	if (!rd->fn)
+	if (!rd->fn) {
+		if (!padding || kpatch_kprobed(addr))
+			rd->lost = true;
 		return 0;
+	}
 	if (avail >= 2)
 		ret = kpatch_follow(rd, addr + 2 + (s8)p[1]);
 	if (avail >= 5 && !ret) {
@@ -2317,10 +2456,10 @@ static int kpatch_read(struct kpatch_reading *rd)
 					    &target);
 			if (!len && kind == KPATCH_INSN_SHORT && !bytewise)
 				break;
-			if (!bytewise && *p == INT3_INSN_OPCODE && !padding) {
+			if (!bytewise && *p == INT3_INSN_OPCODE) {
 				ret = kpatch_follow_int3(rd, p, end - start - i,
-							 start + i);
-				bytewise = true;
+							 start + i, padding);
+				bytewise = !padding;
 			} else {
 				if (!len || kind == KPATCH_INSN_INDIRECT)
 					rd->lost = true;
@@ -2889,7 +3028,7 @@ static int kpatch_prewalk_task(struct task_struct *task,
 	unsigned int state;
 	int ret = 0;
 
-	if (task == current || (!try->req->check && try->nr_seen == try->max_seen))
+	if (task == current || try->nr_seen == try->max_seen)
 		return 0;
 
 	raw_spin_lock_irqsave(&task->pi_lock, flags);
@@ -2913,7 +3052,7 @@ static int kpatch_prewalk_task(struct task_struct *task,
 		goto out;
 
 	ret = kpatch_walk_stack(task, try);
-	if (!ret && !try->req->check)
+	if (!ret)
 		kpatch_seen_add(try, task);
 out:
 	raw_spin_unlock_irqrestore(&task->pi_lock, flags);
@@ -2939,55 +3078,44 @@ static void kpatch_forget(struct kpatch_try *try)
 	try->max_seen = 0;
 }
 
-/* A dry run found the task of the last refusal in the way: list it. */
-static void kpatch_blocker_add(struct kpatch_try *try)
+/*
+ * @task, of the last refusal, is in the way.  A try stops at the first; a
+ * dry run lists it and goes on.  Returns whether to stop.
+ */
+static bool kpatch_stop_at(struct kpatch_try *try, struct task_struct *task)
 {
-	struct kpatch_check *chk = try->req->check;
+	struct kpatch_check *list = try->list;
 	struct kpatch_blocker *b;
 
-	if (chk->nr == KPATCH_CHECK_MAX) {
-		chk->more++;
-		return;
+	if (!list)
+		return true;
+	if (list->nr == KPATCH_CHECK_MAX) {
+		list->more++;
+		return false;
 	}
-	b = &chk->blockers[chk->nr++];
+	b = &list->blockers[list->nr++];
 	b->addr = try->refused.why == KPATCH_BUSY ? try->refused.addr : 0;
 	b->pid = try->refused.pid;
 	memcpy(b->comm, try->refused.comm, sizeof(b->comm));
+	return false;
 }
-
-/*
- * A dry run also walks the exiting tasks that have left the task list
- * (see "Exiting tasks" below), under the same rule as the pre-walk.  The
- * set's lock keeps each task_struct in it alive; it nests outside the
- * tasks' pi_lock, and no path takes them the other way round.
- */
-static int kpatch_check_exiting_dry(struct kpatch_try *try);
 
 /*
  * Pre-walk every task (see above).  Returns -EBUSY if a stack refuses the
  * update.  Without memory for the cache nothing is remembered, and the
- * callback walks every task.  A dry run (try->req->check) caches nothing, goes
- * on past a refusal to list every task in the way, and walks the exiting
- * tasks too.
+ * callback walks every task.  A try that lists the tasks in the way
+ * (try->list: a dry run, or a try that may move them) goes on past a
+ * refusal: the callback walks the task again, as it walks every task not
+ * cached, and lists it.
  */
 static int kpatch_prewalk(struct kpatch_try *try)
 {
 	struct task_struct *g, *t;
 	unsigned int i, n = 0;
-	int ret = 0, busy = 0;
+	int ret = 0;
 
 	if (!kpatch_checks(try))
 		return 0;
-	if (try->req->check) {
-		rcu_read_lock();
-		for_each_process_thread(g, t)
-			if (kpatch_prewalk_task(t, try)) {
-				kpatch_blocker_add(try);
-				busy = -EBUSY;
-			}
-		rcu_read_unlock();
-		return kpatch_check_exiting_dry(try) ?: busy;
-	}
 
 	/* Room for the tasks there are now and some that may come. */
 	rcu_read_lock();
@@ -3008,8 +3136,9 @@ static int kpatch_prewalk(struct kpatch_try *try)
 	rcu_read_lock();
 	for_each_process_thread(g, t) {
 		ret = kpatch_prewalk_task(t, try);
-		if (ret)
+		if (ret && !try->list)
 			goto out;
+		ret = 0;
 	}
 out:
 	rcu_read_unlock();
@@ -3232,39 +3361,19 @@ static int kpatch_check_exiting(struct kpatch_try *try)
 		goto out;
 	}
 	hash_for_each(kpatch_exiting_hash, bkt, e, node) {
+		/* still on the task list: walked there */
+		if (pid_alive(e->task))
+			continue;
 		s = kpatch_seen_search(try, e->task);
 		if (s && kpatch_seen_unchanged(s, e->task))
 			continue;
 		ret = kpatch_check_task(e->task, try);
-		if (ret)
+		if (ret && kpatch_stop_at(try, e->task))
 			break;
+		ret = 0;
 	}
 out:
 	raw_spin_unlock(&kpatch_exiting_lock);
-	return ret;
-}
-
-/*
- * For a dry run: walk the exiting tasks that have left the task list (an
- * exiting task still on it has a pid, and the pre-walk listed it already)
- * and can be kept from running meanwhile.
- */
-static int kpatch_check_exiting_dry(struct kpatch_try *try)
-{
-	struct kpatch_exiting *e;
-	unsigned long flags;
-	int bkt, ret = 0;
-
-	raw_spin_lock_irqsave(&kpatch_exiting_lock, flags);
-	hash_for_each(kpatch_exiting_hash, bkt, e, node) {
-		if (pid_alive(e->task))
-			continue;
-		if (kpatch_prewalk_task(e->task, try)) {
-			kpatch_blocker_add(try);
-			ret = -EBUSY;
-		}
-	}
-	raw_spin_unlock_irqrestore(&kpatch_exiting_lock, flags);
 	return ret;
 }
 
@@ -3298,9 +3407,10 @@ static int kpatch_check_stacks(struct kpatch_try *try)
 
 	/* Running now, or idle: whatever their switch counts say. */
 	ret = kpatch_check_task(current, try);
-	if (!ret)
-		ret = kpatch_check_task(&init_task, try);
-	if (ret)
+	if (ret && kpatch_stop_at(try, current))
+		return ret;
+	ret = kpatch_check_task(&init_task, try);
+	if (ret && kpatch_stop_at(try, &init_task))
 		return ret;
 
 	/*
@@ -3324,12 +3434,16 @@ static int kpatch_check_stacks(struct kpatch_try *try)
 			}
 		}
 		ret = kpatch_check_task(t, try);
-		if (ret)
+		if (ret && kpatch_stop_at(try, t))
 			goto out;
+		ret = 0;
 	}
 out:
 	rcu_read_unlock();
-	return ret ?: kpatch_check_exiting(try);
+	ret = ret ?: kpatch_check_exiting(try);
+	if (!ret && try->list && (try->list->nr || try->list->more))
+		ret = -EBUSY;
+	return ret;
 }
 
 /* ------------------------------------------------------------------------
@@ -3599,7 +3713,21 @@ static void kpatch_sites_unmake(struct kpatch_try *try)
 			try->gone[n++] = e->site;
 		e->site = NULL;
 	}
-	kpatch_sites_release(try, n);
+	if (kpatch_sites_release(try, n))
+		schedule_delayed_work(&kpatch_settle_work, HZ / 10);
+}
+
+/*
+ * Remove a patch's directory, /sys/kernel/kpatch/patches/NAME, now, and
+ * drop kpatch's reference: another reference (a directory a patch module
+ * made in it, a release the kernel delays) must not keep the name taken
+ * from the next patch of that name.
+ */
+static void kpatch_kobj_remove(struct kobject **kobj)
+{
+	kobject_del(*kobj);
+	kobject_put(*kobj);
+	*kobj = NULL;
 }
 
 /*
@@ -3618,8 +3746,7 @@ static __cold void kpatch_commit(struct kpatch_try *try)
 		if (p == add)
 			continue;
 		list_del_init(&p->list);
-		kobject_put(p->kobj);
-		p->kobj = NULL;
+		kpatch_kobj_remove(&p->kobj);
 		p->kpmod->enabled = false;
 		pr_notice("patch '%s' removed\n", p->kpmod->name);
 	}
@@ -3706,18 +3833,32 @@ static __cold int kpatch_try(struct kpatch_try *try)
 out:
 	kpatch_free_ranges(try);
 	kpatch_uncollect(try);
-	if (ret && add) {
-		kobject_put(add->kobj);
-		add->kobj = NULL;
-	}
+	if (ret && add)
+		kpatch_kobj_remove(&add->kobj);
 	return ret;
 }
 
 /*
- * A dry run of @try->req: what a try prepares and checks before it changes
- * anything -- the ranges, and a walk of every task that can be kept from
- * running meanwhile -- and nothing after it: no sysfs directory, no ftrace
- * site, no hook, no stop_machine().  Caller holds kpatch_mutex.
+ * The stop_machine() callback of a dry run: the first CPU walks the
+ * stacks a try would walk there, as kpatch_check_stacks() argues, and
+ * lists every task in the way; nothing changes, so no CPU waits for
+ * another.
+ */
+static int kpatch_dry_cb(void *data)
+{
+	struct kpatch_try *try = data;
+
+	if (atomic_inc_return(&try->cpus_in) != 1)
+		return 0;
+	return kpatch_check_stacks(try);
+}
+
+/*
+ * A dry run of @try->req: the stack check a try makes, with the same
+ * ranges, pre-walk and stop_machine(), listing every task in the way, and
+ * nothing that changes the kernel: no sysfs directory, no ftrace site, no
+ * hook, no state but the pre-walk's cache.  So it refuses what a try at
+ * the same moment would refuse.  Caller holds kpatch_mutex.
  */
 static __cold int kpatch_dry_run(struct kpatch_try *try)
 {
@@ -3738,6 +3879,9 @@ static __cold int kpatch_dry_run(struct kpatch_try *try)
 		ret = -ENOMEM;
 	}
 	ret = ret ?: kpatch_prewalk(try);
+	if (!ret && kpatch_checks(try))
+		ret = stop_machine(kpatch_dry_cb, try, cpu_online_mask);
+	kpatch_forget(try);
 	kpatch_free_ranges(try);
 	kpatch_uncollect(try);
 	return ret;
@@ -3769,6 +3913,11 @@ static __cold void kpatch_report(const struct kpatch_request *req,
 		break;
 	case KPATCH_LOST:
 		snprintf(why, sizeof(why), "an exiting task could not be recorded");
+		break;
+	case KPATCH_AGAIN:
+		snprintf(why, sizeof(why),
+			 "ftrace cannot redirect %pS now: the owner of a direct call there (a BPF trampoline) is busy",
+			 (void *)r->addr);
 		break;
 	case KPATCH_RAN:
 		if (READ_ONCE(kpatch_failed_hook))
@@ -3850,7 +3999,8 @@ static bool kpatch_removal_waits(const struct kpatch_patch *patch)
 
 /*
  * Try number @n of @req failed with @ret, for @r.  If the stack check
- * refused it, log the culprit and, unless that was the last try
+ * refused it, or ftrace found the function busy (KPATCH_AGAIN), log the
+ * culprit and, unless that was the last try
  * (kpatch_retries), a signal is pending or the refusal can only repeat,
  * sleep before the next one, with kpatch_mutex dropped and @req waiting
  * in kpatch_waiting.  Return whether to try again.
@@ -3871,8 +4021,9 @@ static __cold bool kpatch_retry(const struct kpatch_request *req,
 	bool last;
 
 	lockdep_assert_held(&kpatch_mutex);
-	if (ret != -EBUSY || r->why == KPATCH_OK || r->why == KPATCH_HOOK)
-		return false;	/* not the stack check: ftrace, a hook, say */
+	if ((ret != -EBUSY && ret != -EAGAIN) || r->why == KPATCH_OK ||
+	    r->why == KPATCH_HOOK)
+		return false;	/* not busy: ftrace refused, a hook, say */
 	last = n >= tries || signal_pending(current) ||
 	       (r->why == KPATCH_RAN && !READ_ONCE(kpatch_failed_nmi));
 	kpatch_report(req, r, n, tries, last, delay);
@@ -3900,6 +4051,7 @@ static __cold int kpatch_update(const struct kpatch_request *req)
 	for (n = 1; ; n++) {
 		memset(&try, 0, sizeof(try));
 		try.req = req;
+		try.list = req->check;
 		if (req->check)
 			return kpatch_dry_run(&try);
 		ret = kpatch_try(&try);
@@ -4818,8 +4970,8 @@ static void __exit kpatch_exit(void)
 	cancel_delayed_work_sync(&kpatch_settle_work);
 
 	debugfs_remove_recursive(kpatch_debugfs_dir);
-	kobject_put(kpatch_patches_kobj);
-	kobject_put(kpatch_root_kobj);
+	kpatch_kobj_remove(&kpatch_patches_kobj);
+	kpatch_kobj_remove(&kpatch_root_kobj);
 	unregister_module_notifier(&kpatch_module_nb);
 	/* a module still loading whose kpatch_register() failed */
 	while (!list_empty(&kpatch_loading))

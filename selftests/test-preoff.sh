@@ -25,7 +25,17 @@
 #    put the site's ftrace_ops on its list before it refused it, and takes
 #    it off without waiting; kpatch must wait before it frees the site.
 #
-# In both the functions run the right version before and after, and the
+# 4. The filter cannot shrink (fault injection: every try of ftrace to take
+#    ips out of kpatch_fops's filter fails, kpatch_test_preoff's
+#    fail_filter): the unpatch of "gone" still takes effect, and kpatch
+#    keeps its five sites, hooked, counted and pinned, doing nothing; a
+#    later patch of f5 alone takes its site off first and applies, and the
+#    work item takes the others off: enabled_functions is clean at the end.
+# 5. The same when f0 is to leave kpatch_fops again for an ftrace_ops of
+#    its own, because another direct call owns it (kpatch_test_direct):
+#    the patch is refused with ENOMEM and changes nothing.
+#
+# In each the functions run the right version before and after, and the
 # kernel log is compared whole.
 
 KPATCH_HOOKS=${KPATCH_HOOKS:-/kpatch/hooks}
@@ -168,5 +178,109 @@ EOF
 	fi
 	check_no_splat
 done
+
+# ------------------------------------------------ the filter cannot shrink --
+
+FAILSLAB=/sys/kernel/debug/failslab
+failslab_gfp=
+
+# fail_setup: fail-nth may fail allocations that sleep (failslab ignores
+# them by default); fail_cleanup: as before (also the cleanup hook)
+fail_setup() {
+	failslab_gfp=$(cat "$FAILSLAB/ignore-gfp-wait") &&
+		echo N >"$FAILSLAB/ignore-gfp-wait"
+}
+fail_cleanup() {
+	set_param "$MOD" fail_filter 0 >/dev/null 2>&1
+	[ -z "$failslab_gfp" ] || echo "$failslab_gfp" >"$FAILSLAB/ignore-gfp-wait"
+	failslab_gfp=
+	! mod_loaded kpatch_test_direct || rmmod kpatch_test_direct
+}
+KP_CLEANUP_HOOK=fail_cleanup
+
+# hooked: lines of enabled_functions for f0 .. f9
+hooked() {
+	grep -c "^${MOD}_f[0-9] " "$TRACEFS/enabled_functions"
+}
+
+start_test "the filter cannot shrink: kpatch keeps the sites"
+if [ ! -e /proc/self/fail-nth ] || [ ! -d "$FAILSLAB" ]; then
+	skip "fault injection: this kernel has no CONFIG_FAULT_INJECTION (the debug kernel has)"
+elif ! fail_setup; then
+	not_ok "fault injection set up ($FAILSLAB)"
+else
+	p5=$(pairs 5) || bail "setup: find f5 and its replacement"
+	log_mark
+	# shellcheck disable=SC2086
+	expect_ok patch keep $keep
+	# shellcheck disable=SC2086
+	expect_ok patch gone $gone
+	set_param "$MOD" fail_filter 5
+	expect_ok unpatch gone
+	check_eq "every try to shrink the filter failed" 0 \
+		"$(modparam "$MOD" fail_filter)"
+	check_eq "gone removed: f5 .. f9 old" "100 101 102 103 104 5 6 7 8 9" \
+		"$(values)"
+	# shellcheck disable=SC2086
+	expect_ok patch f5 $p5
+	check_eq "f5 patched alone: 105" "100 101 102 103 104 105 6 7 8 9" \
+		"$(values)"
+	expect_ok unpatch f5
+	kp_settle
+	check_eq "the kept sites are off: f0 .. f4 hooked, no other" 5 "$(hooked)"
+	expect_ok unpatch keep
+	check_eq "keep removed: all old" "0 1 2 3 4 5 6 7 8 9" "$(values)"
+	check_eq "no function hooked" 0 "$(hooked)"
+	check_transcript "the log says the sites stay kpatch's, once" <<EOF
+% echo 'patch keep ${keep% }' > control
+kpatch: patch 'keep' enabled (5 functions)
+% echo 'patch gone ${gone% }' > control
+kpatch: patch 'gone' enabled (5 functions)
+% echo 5 > /sys/module/$MOD/parameters/fail_filter
+% echo 'unpatch gone' > control
+kpatch: 5 functions keep kpatch's ftrace hook for now (-12): they redirect nothing, and kpatch takes them off later
+kpatch: patch 'gone' removed
+% echo 'patch f5 ${p5% }' > control
+kpatch: patch 'f5' enabled (1 function)
+% echo 'unpatch f5' > control
+kpatch: patch 'f5' removed
+% echo 'unpatch keep' > control
+kpatch: patch 'keep' removed
+EOF
+	check_no_splat
+
+	start_test "the filter cannot shrink: f0 cannot leave kpatch_fops"
+	f0=$(sym "${MOD}_f0" "$MOD") || bail "setup: find f0"
+	p04=$(pairs 0 1 2 3 4) || bail "setup: find f0 .. f4"
+	log_mark
+	# shellcheck disable=SC2086
+	expect_ok patch keep2 $gone
+	log_command "insmod kpatch_test_direct.ko addr=0x$f0"
+	check "insmod kpatch_test_direct addr=f0 (plain build)" insmod \
+		"${KPATCH_NORMAL_MODDIR:-/kpatch/test_modules}/kpatch_test_direct.ko" \
+		"addr=0x$f0"
+	set_param "$MOD" fail_filter 5
+	# shellcheck disable=SC2086
+	expect_refused ENOMEM patch r5 $p04
+	check_eq "f0 .. f4 old" "0 1 2 3 4 105 106 107 108 109" "$(values)"
+	set_param "$MOD" fail_filter 0
+	check "rmmod kpatch_test_direct" unload_mod kpatch_test_direct
+	expect_ok unpatch keep2
+	check_eq "no function hooked" 0 "$(hooked)"
+	check_transcript "the log says out of memory" <<EOF
+% echo 'patch keep2 ${gone% }' > control
+kpatch: patch 'keep2' enabled (5 functions)
+% insmod kpatch_test_direct.ko addr=0x$f0
+% echo 5 > /sys/module/$MOD/parameters/fail_filter
+% echo 'patch r5 ${p04% }' > control
+kpatch: patch 'r5' refused: out of memory for the ftrace sites
+% echo 0 > /sys/module/$MOD/parameters/fail_filter
+% rmmod kpatch_test_direct
+% echo 'unpatch keep2' > control
+kpatch: patch 'keep2' removed
+EOF
+	check_no_splat
+	fail_cleanup
+fi
 
 kp_exit

@@ -25,6 +25,13 @@
  * starts a section at once, on a CPU other than the writer's: for an
  * update refused before its stop_machine(), whose sites must outlive
  * the calls that may have reached them as well.
+ *
+ * Also only there: writing N to "fail_filter" makes the next N tries of
+ * kpatch to take ips out of kpatch_fops's filter fail (KPATCH_TEST_FILTER:
+ * the first allocation after it fails, through the task's fail-nth; a
+ * kernel with CONFIG_FAULT_INJECTION, failslab set to fail allocations
+ * that may sleep); -1: every one, until 0 is written.  It reads how many
+ * are left.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -61,6 +68,10 @@ MODULE_PARM_DESC(in_section, "1 while the section runs");
 static unsigned int sections;
 module_param(sections, uint, 0444);
 MODULE_PARM_DESC(sections, "sections begun");
+
+static int fail_filter;
+module_param(fail_filter, int, 0644);
+MODULE_PARM_DESC(fail_filter, "tries to shrink kpatch_fops's filter to fail (-1: all)");
 #endif
 
 static noinline __used int kpatch_test_preoff_f0(void) { return 0; }
@@ -182,8 +193,24 @@ static void kpatch_preoff_again(void)
 	mutex_unlock(&kpatch_preoff_mutex);
 }
 
+/* KPATCH_TEST_FILTER: the allocation that comes next fails, see the top. */
+static void kpatch_preoff_fail(void)
+{
+#ifdef CONFIG_FAULT_INJECTION
+	int n = READ_ONCE(fail_filter);
+
+	if (!n)
+		return;
+	if (n > 0)
+		WRITE_ONCE(fail_filter, n - 1);
+	current->fail_nth = 1;
+#endif
+}
+
 static void kpatch_preoff_hook(enum kpatch_test_point point)
 {
+	if (point == KPATCH_TEST_FILTER)
+		kpatch_preoff_fail();
 	if (point != KPATCH_TEST_DONE || !READ_ONCE(armed))
 		return;
 	WRITE_ONCE(armed, false);

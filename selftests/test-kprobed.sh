@@ -19,6 +19,13 @@
 #     still fail with EBUSY naming the piece and the thread (else the
 #     thread runs the rest of the old piece after the patch took effect:
 #     "tail" counts it).
+#   - the same where the jump starts a block right after a return, so
+#     that the INT3 stands where padding may (straight-line speculation,
+#     a return the kernel rewrote): kpatch_test_pc_rj()'s jmp to its
+#     piece, and kpatch_test_sc_near_rj()'s jmp to the module's
+#     kpatch_test_sc_far_helper(), where the reader sleeps in a call;
+#     the refusal names the piece, and the module's code (kprobes says
+#     there is a probe: not padding).
 #   - a redirect into a module: kpatch_test_sc_near() is a jmp to
 #     kpatch_test_sc_near_helper(), the function right behind it; a
 #     reader redirected there sleeps in a call made from the helper.
@@ -136,14 +143,14 @@ near_enter() {
 	diag "stack of pid $rpid:" "$(cat "/proc/$rpid/stack" 2>&1)"
 }
 
-# near_leave NAME: let the reader go; it ran the helper (63).  Then
-# unpatch NAME if it is still in effect.
+# near_leave NAME [B]: let the reader go; it ran the helper (B, default
+# 63).  Then unpatch NAME if it is still in effect.
 near_leave() {
 	set_param "$SC" hold 0
 	wait "$reader"
 	reader=
-	check_eq "the reader ran the new code (the helper's 63)" "a=1 b=63" \
-		"$(cat "$KP_TMP/values")"
+	check_eq "the reader ran the new code (the helper's ${2:-63})" \
+		"a=1 b=${2:-63}" "$(cat "$KP_TMP/values")"
 	if is_patched "$1"; then
 		expect_ok unpatch "$1"
 	fi
@@ -186,4 +193,75 @@ check_transcript "the log names the helper and the reader" <<EOF
 kpatch: unpatch 'k3' refused: kpatch_test_sc_near_helper+0x_/0x_ [$SC] is on the stack of pid $rpid ($rcomm)
 EOF
 near_leave k3
+check_no_splat
+
+start_test "a kprobe on a jump into a piece that starts a block after a return"
+log_mark
+rj=$(sym kpatch_test_pc_rj "$PC") || bail "setup: find kpatch_test_pc_rj"
+prj=$(sym kpatch_test_pc_plain_rj "$PC") || bail "setup: find kpatch_test_pc_plain_rj"
+probe_on kpatch_test_pc_rj "$(modparam "$PC" rj_jmp)"
+tail0=$(modparam "$PC" tail)
+set_param "$PC" hold 1
+set_param "$PC" call rj
+check "the thread sleeps in a call made from kpatch_test_pc_rj.part.0" \
+	wait_until pc_asleep
+check_grep "the kprobe fired on the jmp" '^[1-9]' "$(modparam "$KPROBE" hits)"
+log_mark
+kp patch k4 "$rj" "$prj" || :
+check_eq "patch k4 -> EBUSY" EBUSY "$KP_RESULT"
+check_transcript "the log names the piece and the thread" <<EOF
+% echo 'patch k4 $rj $prj' > control
+kpatch: patch 'k4' refused: kpatch_test_pc_rj.part.0+0x_/0x_ [$PC] is on the stack of pid $pcpid (kpatch_pc)
+EOF
+patched=no
+if is_patched k4; then
+	patched=yes
+fi
+set_param "$PC" hold 0
+check "the thread's call returned" wait_until modparam_is "$PC" call none
+if [ "$patched" = yes ]; then
+	check_eq "no old code ran after patch k4 took effect (tail)" \
+		"$tail0" "$(modparam "$PC" tail)"
+	kp unpatch k4 || :
+fi
+check_eq "the call finished in the piece (15)" 15 "$(modparam "$PC" result)"
+check "rmmod $KPROBE" unload_mod "$KPROBE"
+check_no_splat
+
+start_test "a kprobe on a jump into a helper that starts a block after a return"
+log_mark
+near_rj=$(sym kpatch_test_sc_near_rj "$SC") || bail "setup: find kpatch_test_sc_near_rj"
+expect_ok patch k5 "$b" "$near_rj"
+near_enter
+probe_on kpatch_test_sc_near_rj "$(modparam "$SC" rj_jmp)"
+log_mark
+expect_refused EBUSY unpatch k5
+# As for k2: kpatch cannot read the jmp under the INT3, which kprobes
+# says is a probe, so it checks the whole module.
+check_transcript "the log names the module's code and the reader" <<EOF
+% echo 'unpatch k5' > control
+kpatch: unpatch 'k5' refused: kpatch_test_sc_slow+0x_/0x_ [$SC] is on the stack of pid $rpid ($rcomm)
+EOF
+if is_patched k5; then
+	check_not "rmmod $SC refused" unload_mod "$SC"
+else
+	not_ok "rmmod $SC refused"
+	diag "not tried: k5 is gone, nothing would stop the rmmod" \
+		"and the reader would wake up in freed memory"
+fi
+check "rmmod $KPROBE" unload_mod "$KPROBE"
+near_leave k5 64
+check_no_splat
+
+start_test "without the kprobe, the INT3s after the return are padding"
+log_mark
+expect_ok patch k6 "$b" "$near_rj"
+near_enter
+log_mark
+expect_refused EBUSY unpatch k6
+check_transcript "the log names the helper and the reader" <<EOF
+% echo 'unpatch k6' > control
+kpatch: unpatch 'k6' refused: kpatch_test_sc_far_helper+0x_/0x_ [$SC] is on the stack of pid $rpid ($rcomm)
+EOF
+near_leave k6 64
 check_no_splat

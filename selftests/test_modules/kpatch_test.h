@@ -90,6 +90,7 @@ int kpatch_test_own_target(void);
  */
 int kpatch_test_sc_tail(void);
 int kpatch_test_sc_near(void);
+int kpatch_test_sc_near_rj(void);
 int kpatch_test_sc_slow(void);
 int kpatch_test_sc_quick(void);
 
@@ -106,11 +107,13 @@ int kpatch_test_pc_g(int x);
 int kpatch_test_pc_jmp8(int x);
 int kpatch_test_pc_jcc8(int x);
 int kpatch_test_pc_mid(int x);
+int kpatch_test_pc_rj(int x);
 int kpatch_test_pc_plain_f(int x);
 int kpatch_test_pc_plain_g(int x);
 int kpatch_test_pc_plain_jmp8(int x);
 int kpatch_test_pc_plain_jcc8(int x);
 int kpatch_test_pc_plain_mid(int x);
+int kpatch_test_pc_plain_rj(int x);
 int kpatch_test_pc_wait(void);
 extern int kpatch_test_pc_tail;
 

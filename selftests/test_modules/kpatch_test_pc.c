@@ -27,6 +27,12 @@
  *				not to its start: the piece's first block
  *				is reached only from that one, and jumps
  *				back into the function.  14.
+ *   kpatch_test_pc_rj(x)	returns 0 for !x; else jumps to a block that
+ *				comes right after that return and is only
+ *				"jmp kpatch_test_pc_rj.part.0" (32-bit): a
+ *				kprobe there keeps an INT3 where padding may
+ *				be.  "rj_jmp" reads that jmp's offset from
+ *				the function's start, past its ENDBR.  15.
  *
  * They are written in asm, so that the pieces, their names and the
  * jumps are the same on every compiler, and so are traceable functions
@@ -35,21 +41,25 @@
  * (and kpatch) can attach to them.  Only caller-saved registers are used.
  *
  * Each has a twin in C, kpatch_test_pc_plain_NAME(), returning 100
- * (f), 101 (g), 102 (jmp8), 103 (jcc8) or 104 (mid): the twin replaces
+ * (f), 101 (g), 102 (jmp8), 103 (jcc8), 104 (mid) or 105 (rj): the twin replaces
  * the function with the pieces (the old side), or the function with the
  * pieces replaces its twin (the new side).
  *
  * On load a kthread named "kpatch_pc" (its pid is in "pid") waits.
- * Writing a NAME above (f, g, jmp8, jcc8, mid, or plain_f ... plain_mid)
+ * Writing a NAME above (f, g, jmp8, jcc8, mid, rj, or plain_f ... plain_rj)
  * to "call" makes it call that function with x = 1, store what the call
  * returned in "result" and set "call" back to "none".  "state" reads 1
  * while the thread sleeps in kpatch_test_pc_wait(), 2 once it left.
+ * With "spin" set to 1, the wait wakes every jiffy and then runs for a
+ * jiffy (calling cond_resched()), until "hold" is 0: the thread is inside
+ * the piece's call all the time, running, runnable or asleep in turn.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/compiler.h>
 #include <linux/err.h>
+#include <linux/jiffies.h>
 #include <linux/kernel.h>
 #include <linux/kthread.h>
 #include <linux/linkage.h>
@@ -107,6 +117,20 @@ MODULE_PARM_DESC(pid, "pid of the kpatch_pc thread");
 
 static struct task_struct *kpatch_pc_task;
 
+static bool spin;
+module_param(spin, bool, 0644);
+MODULE_PARM_DESC(spin, "1: the wait wakes every jiffy and runs a jiffy");
+
+/* Run for a jiffy, or until released, with a point to be preempted at. */
+static void kpatch_test_pc_run(void)
+{
+	unsigned long end = jiffies + 1;
+
+	while (time_before_eq(jiffies, end) && READ_ONCE(hold) &&
+	       !kthread_should_stop())
+		cond_resched();
+}
+
 /*
  * Called from the pieces, only ever in the kpatch_pc thread
  * (kthread_should_stop() wants a kthread).
@@ -114,6 +138,10 @@ static struct task_struct *kpatch_pc_task;
 noinline int kpatch_test_pc_wait(void)
 {
 	WRITE_ONCE(state, KPATCH_PC_IN_WAIT);
+	while (READ_ONCE(spin) && READ_ONCE(hold) && !kthread_should_stop()) {
+		schedule_timeout_interruptible(1);
+		kpatch_test_pc_run();
+	}
 	wait_event_interruptible(kpatch_pc_wq,
 				 !READ_ONCE(hold) || kthread_should_stop());
 	WRITE_ONCE(state, KPATCH_PC_LEFT_WAIT);
@@ -243,6 +271,57 @@ asm("	.pushsection	.text, \"ax\", @progbits\n"
 "	.popsection\n"
 );
 
+/*
+ * rj and rj.part.0: the jmp into the piece starts the block right behind
+ * the return of the other path (a ret, which may be followed by INT3s of
+ * straight-line speculation, or the jmp to the return thunk).
+ */
+asm("	.pushsection	.text, \"ax\", @progbits\n"
+"	.globl		kpatch_test_pc_rj\n"
+"	.type		kpatch_test_pc_rj, @function\n"
+"kpatch_test_pc_rj:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"	testl		%edi, %edi\n"
+"	jne		2f\n"
+"	xorl		%eax, %eax\n"
+	ASM_RET
+"2:	{disp32} jmp	kpatch_test_pc_rj.part.0\n"
+"	.size		kpatch_test_pc_rj, .-kpatch_test_pc_rj\n"
+"	.pushsection	.rodata, \"a\", @progbits\n"
+"	.balign		4\n"
+"kpatch_test_pc_rj_off:\n"
+"	.long		2b - kpatch_test_pc_rj\n"
+"	.popsection\n"
+"\n"
+"	.type		kpatch_test_pc_rj.part.0, @function\n"
+"kpatch_test_pc_rj.part.0:\n"
+	KPATCH_PC_PIECE_BODY(5)
+	ASM_RET
+"	.size		kpatch_test_pc_rj.part.0, .-kpatch_test_pc_rj.part.0\n"
+"	.popsection\n"
+);
+
+extern const u32 kpatch_test_pc_rj_off;
+
+static int kpatch_pc_rj_jmp_get(char *buffer, const struct kernel_param *kp)
+{
+	return scnprintf(buffer, PAGE_SIZE, "%u\n",
+			 kpatch_test_pc_rj_off - ENDBR_INSN_SIZE);
+}
+
+static const struct kernel_param_ops kpatch_pc_rj_jmp_ops = {
+	.get = kpatch_pc_rj_jmp_get,
+};
+module_param_cb(rj_jmp, &kpatch_pc_rj_jmp_ops, NULL, 0444);
+MODULE_PARM_DESC(rj_jmp, "offset of rj's jmp into its piece, past its ENDBR");
+
+noinline int kpatch_test_pc_plain_rj(int x)
+{
+	barrier();
+	return kpatch_test_opaque(105);
+}
+
 noinline int kpatch_test_pc_plain_f(int x)
 {
 	barrier();
@@ -282,11 +361,13 @@ static const struct {
 	{ "jmp8", kpatch_test_pc_jmp8 },
 	{ "jcc8", kpatch_test_pc_jcc8 },
 	{ "mid", kpatch_test_pc_mid },
+	{ "rj", kpatch_test_pc_rj },
 	{ "plain_f", kpatch_test_pc_plain_f },
 	{ "plain_g", kpatch_test_pc_plain_g },
 	{ "plain_jmp8", kpatch_test_pc_plain_jmp8 },
 	{ "plain_jcc8", kpatch_test_pc_plain_jcc8 },
 	{ "plain_mid", kpatch_test_pc_plain_mid },
+	{ "plain_rj", kpatch_test_pc_plain_rj },
 };
 
 /* 1 + the index in kpatch_pc_fns of the function to call; 0: none. */

@@ -21,6 +21,15 @@
  *				calls kpatch_test_sc_slow() and returns what
  *				it returned plus 2 (63).
  *
+ *	kpatch_test_sc_near_rj() jumps, always, over a return to the
+ *				block right behind it, which is only "jmp
+ *				kpatch_test_sc_far_helper" (32-bit): a
+ *				kprobe there keeps an INT3 where padding may
+ *				be ("rj_jmp" reads its offset, past the
+ *				ENDBR).  The helper calls
+ *				kpatch_test_sc_slow() and returns what it
+ *				returned plus 3 (64).
+ *
  *	kpatch_test_sc_slow()	sleeps while "hold" is 1, returns 61
  *	kpatch_test_sc_quick()	returns 62
  *
@@ -100,6 +109,9 @@ noinline int kpatch_test_sc_quick(void)
 
 DEFINE_STATIC_CALL(kpatch_test_sc_call, kpatch_test_sc_slow);
 
+/* kpatch_test_sc_near_rj() takes its jump while this is not 0: always. */
+static int __used kpatch_test_sc_rj_go = 1;
+
 /*
  * Written in asm so that they are the same on every compiler: an ENDBR,
  * as for any function whose address is taken, then for
@@ -130,8 +142,45 @@ asm("	.pushsection	.text, \"ax\", @progbits\n"
 "	addl		$2, %eax\n"
 	ASM_RET
 "	.size		kpatch_test_sc_near_helper, .-kpatch_test_sc_near_helper\n"
+"\n"
+"	.globl		kpatch_test_sc_near_rj\n"
+"	.type		kpatch_test_sc_near_rj, @function\n"
+"kpatch_test_sc_near_rj:\n"
+	ASM_ENDBR
+"	cmpl		$0, kpatch_test_sc_rj_go(%rip)\n"
+"	jne		2f\n"
+"	xorl		%eax, %eax\n"
+	ASM_RET
+"2:	{disp32} jmp	kpatch_test_sc_far_helper\n"
+"	.size		kpatch_test_sc_near_rj, .-kpatch_test_sc_near_rj\n"
+"	.pushsection	.rodata, \"a\", @progbits\n"
+"	.balign		4\n"
+"kpatch_test_sc_near_rj_off:\n"
+"	.long		2b - kpatch_test_sc_near_rj\n"
+"	.popsection\n"
+"\n"
+"	.type		kpatch_test_sc_far_helper, @function\n"
+"kpatch_test_sc_far_helper:\n"
+"	call		kpatch_test_sc_slow\n"
+"	addl		$3, %eax\n"
+	ASM_RET
+"	.size		kpatch_test_sc_far_helper, .-kpatch_test_sc_far_helper\n"
 "	.popsection\n"
 );
+
+extern const u32 kpatch_test_sc_near_rj_off;
+
+static int kpatch_sc_rj_jmp_get(char *buffer, const struct kernel_param *kp)
+{
+	return scnprintf(buffer, PAGE_SIZE, "%u\n",
+			 kpatch_test_sc_near_rj_off - ENDBR_INSN_SIZE);
+}
+
+static const struct kernel_param_ops kpatch_sc_rj_jmp_ops = {
+	.get = kpatch_sc_rj_jmp_get,
+};
+module_param_cb(rj_jmp, &kpatch_sc_rj_jmp_ops, NULL, 0444);
+MODULE_PARM_DESC(rj_jmp, "offset of near_rj's jmp to the far helper, past its ENDBR");
 
 static DEFINE_MUTEX(kpatch_sc_lock);
 static bool kpatch_sc_quick_on;

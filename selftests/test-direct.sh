@@ -489,6 +489,41 @@ kpatch: patch 'o_ab' removed
 EOF
 check_no_splat
 
+start_test "the other user cannot answer for a moment: kpatch tries again"
+log_mark
+check "insmod $OWNER addr=a succeeds" load_owner
+set_param "$OWNER" eagain 2
+expect_ok patch e1 "$a" "$a1"
+check_eq "$OWNER was asked three times" 0 "$(modparam "$OWNER" eagain)"
+check_owner_counts 3
+check_eq "a changed" "a=11 b=2" "$VALUES"
+expect_ok unpatch e1
+set_param "$OWNER" eagain -1
+expect_refused EAGAIN patch e2 "$a" "$a1"
+check_owner_counts 3
+check_eq "nothing changed" "a=1 b=2" "$VALUES"
+set_param "$OWNER" eagain 0
+check "rmmod $OWNER succeeds" unload_mod "$OWNER"
+why="ftrace cannot redirect kpatch_test_value_a+0x0/0x0 [kpatch_test_target] now: the owner of a direct call there (a BPF trampoline) is busy"
+delay=$(modparam kpatch retry_delay_ms)
+tries=$(($(modparam kpatch retries) + 1))
+check_transcript "the log says ftrace was busy, at each try" <<EOF
+% insmod $OWNER.ko addr=0x$a
+% echo 2 > /sys/module/$OWNER/parameters/eagain
+% echo 'patch e1 $a $a1' > control
+kpatch: patch 'e1' busy (try 1 of $tries, again in $delay ms): $why
+kpatch: patch 'e1' busy (try 2 of $tries, again in $delay ms): $why
+kpatch: patch 'e1' enabled (1 function)
+% echo 'unpatch e1' > control
+kpatch: patch 'e1' removed
+% echo -1 > /sys/module/$OWNER/parameters/eagain
+% echo 'patch e2 $a $a1' > control
+$(refused_lines patch e2 "$why")
+% echo 0 > /sys/module/$OWNER/parameters/eagain
+% rmmod $OWNER
+EOF
+check_no_splat
+
 start_test "stacking on the fallback, then a new site once the other user is gone"
 log_mark
 check "insmod $OWNER addr=a succeeds" load_owner

@@ -16,6 +16,11 @@
  * agrees to share the function with an IPMODIFY ops.  ftrace then calls
  * the trampoline after the IPMODIFY handler, and the trampoline returns
  * to wherever the handler sent the call (the new function).
+ *
+ * Writing N to "eagain" makes the ops_func answer the next N requests to
+ * share the function with an IPMODIFY ops -EAGAIN, as a BPF trampoline
+ * does while another task changes it (its mutex taken); -1: every one,
+ * until 0 is written.  It reads how many are left.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -42,6 +47,10 @@
 static unsigned long addr;
 module_param(addr, ulong, 0444);
 MODULE_PARM_DESC(addr, "address of the function to attach to (required)");
+
+static int eagain;
+module_param(eagain, int, 0644);
+MODULE_PARM_DESC(eagain, "requests to share the function to answer -EAGAIN (-1: all)");
 
 static unsigned long kpatch_test_direct_calls;
 module_param_named(calls, kpatch_test_direct_calls, ulong, 0444);
@@ -73,6 +82,13 @@ asm("	.pushsection	.text, \"ax\", @progbits\n"
 static int kpatch_test_direct_share(struct ftrace_ops *ops,
 				    enum ftrace_ops_cmd cmd)
 {
+	int n = READ_ONCE(eagain);
+
+	if (cmd == FTRACE_OPS_CMD_ENABLE_SHARE_IPMODIFY_PEER && n) {
+		if (n > 0)
+			WRITE_ONCE(eagain, n - 1);
+		return -EAGAIN;
+	}
 	switch (cmd) {
 	case FTRACE_OPS_CMD_ENABLE_SHARE_IPMODIFY_SELF:
 	case FTRACE_OPS_CMD_ENABLE_SHARE_IPMODIFY_PEER:

@@ -66,6 +66,20 @@ is_patched() {
 	grep -q "^$1 " "$KP_PATCHES"
 }
 
+# agree DESC VERB NAME [WORDS...]: "check VERB NAME WORDS..." and "VERB
+# NAME WORDS..." both answer EBUSY while the thread, woken every jiffy,
+# is running, runnable or asleep inside the piece's call
+agree() {
+	_ag_desc=$1
+	shift
+	kp check "$@" || :
+	_ag_check=$KP_RESULT
+	kp "$@" || :
+	check_eq "$_ag_desc: check $1 $2 and $1 $2 -> EBUSY, EBUSY" \
+		"EBUSY EBUSY" "$_ag_check $KP_RESULT"
+	[ "$1" = unpatch ] || [ "$KP_RESULT" != OK ] || kp unpatch "$2" || :
+}
+
 setup_modules kpatch "$COLD" "$PC"
 fn=$(sym kpatch_test_cold_fn "$COLD") || bail "setup: find kpatch_test_cold_fn"
 fn_new=$(sym kpatch_test_cold_fn_new "$COLD") || bail "setup: find kpatch_test_cold_fn_new"
@@ -127,6 +141,24 @@ if [ "$patched" = yes ]; then
 fi
 check_eq "the call finished in the old function (11)" 11 \
 	"$(modparam "$COLD" result)"
+check_no_splat
+
+start_test "the dry run refuses what the patch refuses, the thread waking often"
+param_retries 0
+param spin 1
+param hold 1
+param call 1
+check "the thread is in kpatch_test_cold_wait" \
+	wait_until modparam_is "$COLD" state 1
+for round in 1 2 3 4 5; do
+	agree "cold, round $round" patch c2 "$fn" "$fn_new"
+done
+param hold 0
+check "the thread left kpatch_test_cold_wait" \
+	wait_until modparam_is "$COLD" call N
+param spin 0
+param_retries "$retries"
+check_patches "nothing patched"
 check_no_splat
 
 start_test "once the thread is out, the patch applies"
@@ -399,6 +431,53 @@ pc_enter plain_mid
 refused unpatch q5 mid.cold
 pc_leave 14
 new_side_done q5
+check_no_splat
+
+# ---- the dry run against the patch, while the thread wakes often ----
+
+# spin_enter NAME: as pc_enter, with the thread waking often
+spin_enter() {
+	pc_param spin 1
+	pc_param hold 1
+	pc_param call "$1"
+	check "the thread is in a call made from a piece" \
+		wait_until modparam_is "$PC" state 1
+}
+
+spin_leave() {
+	pc_param hold 0
+	check "the thread's call returned" wait_until modparam_is "$PC" call none
+	pc_param spin 0
+}
+
+start_test "the dry run refuses what the patch refuses, the thread waking often"
+for round in 1 2 3; do
+	spin_enter f
+	agree "f and g, round $round" patch p1 "$f" "$pf" "$g" "$pg"
+	spin_leave
+	spin_enter jmp8
+	agree "jmp8, round $round" patch p3 "$jmp8" "$pjmp8"
+	spin_leave
+	spin_enter jcc8
+	agree "jcc8, round $round" patch p4 "$jcc8" "$pjcc8"
+	spin_leave
+	spin_enter mid
+	agree "mid, round $round" patch p5 "$mid" "$pmid"
+	spin_leave
+	for q in "q1 plain_f $pf $f $pg $g" "q3 plain_jmp8 $pjmp8 $jmp8" \
+		"q4 plain_jcc8 $pjcc8 $jcc8" "q5 plain_mid $pmid $mid"; do
+		# shellcheck disable=SC2086 # the words of the patch
+		set -- $q
+		_q=$1 _call=$2
+		shift 2
+		expect_ok patch "$_q" "$@"
+		spin_enter "$_call"
+		agree "new side $_call, round $round" unpatch "$_q"
+		spin_leave
+		is_patched "$_q" && expect_ok unpatch "$_q"
+	done
+done
+check_patches "nothing patched"
 check_no_splat
 
 start_test "the functions run their own code again"

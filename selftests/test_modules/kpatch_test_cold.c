@@ -16,7 +16,9 @@
  * kpatch_test_cold_fn(1) once, store what the call returned in "result"
  * and clear "call" again.  So while "hold" is 1 the thread sleeps with a
  * return address in kpatch_test_cold_fn.cold, and none in
- * kpatch_test_cold_fn itself.
+ * kpatch_test_cold_fn itself; it wakes every 20 ms to look, and with
+ * "spin" set to 1 every jiffy, then runs for a jiffy (calling
+ * cond_resched()): running, runnable or asleep in turn.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -24,6 +26,7 @@
 #include <linux/cache.h>
 #include <linux/compiler.h>
 #include <linux/err.h>
+#include <linux/jiffies.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
@@ -66,11 +69,21 @@ static struct task_struct *kpatch_cold_task;
  */
 #define KPATCH_TEST_ATTR(a)	__attribute__((a))
 
+static bool spin;
+module_param(spin, bool, 0644);
+MODULE_PARM_DESC(spin, "1: the wait wakes every jiffy and runs a jiffy");
+
 static noinline KPATCH_TEST_ATTR(__cold__) int kpatch_test_cold_wait(void)
 {
+	unsigned long end;
+
 	WRITE_ONCE(state, 1);
-	while (READ_ONCE(hold) && !kthread_should_stop())
-		schedule_timeout_interruptible(HZ / 50);
+	while (READ_ONCE(hold) && !kthread_should_stop()) {
+		schedule_timeout_interruptible(READ_ONCE(spin) ? 1 : HZ / 50);
+		for (end = jiffies + 1; READ_ONCE(spin) && READ_ONCE(hold) &&
+		     time_before_eq(jiffies, end) && !kthread_should_stop(); )
+			cond_resched();
+	}
 	WRITE_ONCE(state, 2);
 	return kpatch_test_opaque(10);
 }

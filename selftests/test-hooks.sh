@@ -400,6 +400,33 @@ hooks_fail none
 expect_ok unpatch hD
 check_no_splat
 
+start_test "a reference on the patch's directory outlives its unpatch"
+log_mark
+set_param kpatch_test_hooks keep_dir 1
+expect_ok patch hK "$f" "$f1" post-patch="$h_post_patch"
+expect_ok unpatch hK
+check "the directory goes with the patch" test ! -e "$KP_SYSFS_PATCHES/hK"
+expect_ok patch hK "$f" "$f2" post-patch="$h_post_patch"
+check_eq "hK in effect again" 102 "$(value)"
+expect_ok unpatch hK
+set_param kpatch_test_hooks keep_dir 0
+check_transcript "the name is free at once: enabled, removed, twice" kpatch_test_hooks <<EOF
+% echo 1 > /sys/module/kpatch_test_hooks/parameters/keep_dir
+% echo 'patch hK $f $f1 post-patch=$h_post_patch' > control
+kpatch: patch 'hK' enabled (1 function)
+kpatch_test_hooks: keep_dir: a reference on patches/hK
+kpatch_test_hooks: post-patch hK
+% echo 'unpatch hK' > control
+kpatch: patch 'hK' removed
+% echo 'patch hK $f $f2 post-patch=$h_post_patch' > control
+kpatch: patch 'hK' enabled (1 function)
+kpatch_test_hooks: post-patch hK
+% echo 'unpatch hK' > control
+kpatch: patch 'hK' removed
+% echo 0 > /sys/module/kpatch_test_hooks/parameters/keep_dir
+EOF
+check_no_splat
+
 # -------------------------------------------------------------- pinning --
 
 start_test "a hook module is pinned while the patch is enabled"

@@ -65,6 +65,12 @@
  * "sleeper_comm" set, every thread of the next batches is named that
  * instead, byte for byte: a comm with a newline, say, as any task may
  * give itself (prctl(PR_SET_NAME)); a newline alone restores the default.
+ *
+ * With "keep_dir" set to 1, the post-patch hook takes a reference on the
+ * kobject of its patch's directory, /sys/kernel/kpatch/patches/NAME, as a
+ * directory the patch module made in it, or a release the kernel delays
+ * (CONFIG_DEBUG_KOBJECT_RELEASE), would hold one: kept until 0 is written
+ * to "keep_dir", or the module goes.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -74,13 +80,17 @@
 #include <linux/err.h>
 #include <linux/irqflags.h>
 #include <linux/kernel.h>
+#include <linux/kernfs.h>
+#include <linux/kobject.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/mutex.h>
 #include <linux/notifier.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/string.h>
+#include <linux/sysfs.h>
 #include <linux/wait.h>
 
 #include "kpatch.h"
@@ -408,8 +418,58 @@ noinline int kpatch_test_hooks_undo_patch(struct kpatch_module *kpmod)
 }
 EXPORT_SYMBOL_GPL(kpatch_test_hooks_undo_patch);
 
+/* keep_dir: the reference on a patch's directory, see the top */
+static struct kobject *kpatch_test_hooks_dir;
+static DEFINE_MUTEX(kpatch_test_hooks_dir_lock);
+static bool keep_dir;
+
+static void kpatch_test_hooks_dir_put(void)
+{
+	mutex_lock(&kpatch_test_hooks_dir_lock);
+	kobject_put(kpatch_test_hooks_dir);
+	kpatch_test_hooks_dir = NULL;
+	mutex_unlock(&kpatch_test_hooks_dir_lock);
+}
+
+static int kpatch_test_hooks_keep_dir_set(const char *val,
+					  const struct kernel_param *kp)
+{
+	int ret = param_set_bool(val, kp);
+
+	if (!ret && !keep_dir)
+		kpatch_test_hooks_dir_put();
+	return ret;
+}
+
+static const struct kernel_param_ops kpatch_test_hooks_keep_dir_ops = {
+	.set = kpatch_test_hooks_keep_dir_set,
+	.get = param_get_bool,
+};
+module_param_cb(keep_dir, &kpatch_test_hooks_keep_dir_ops, &keep_dir, 0644);
+MODULE_PARM_DESC(keep_dir, "1: the post-patch hook keeps a reference on its patch's directory");
+
+/* The patch is enabled and kpatch holds its mutex: the directory is there. */
+static void kpatch_test_hooks_keep(struct kpatch_module *kpmod)
+{
+	struct kernfs_node *kn;
+
+	if (!READ_ONCE(keep_dir))
+		return;
+	kn = sysfs_get_dirent(kpatch_patches_kobj->sd, kpmod->name);
+	if (!kn)
+		return;
+	mutex_lock(&kpatch_test_hooks_dir_lock);
+	if (!kpatch_test_hooks_dir) {
+		kpatch_test_hooks_dir = kobject_get(kn->priv);
+		pr_info("keep_dir: a reference on patches/%s\n", kpmod->name);
+	}
+	mutex_unlock(&kpatch_test_hooks_dir_lock);
+	sysfs_put(kn);
+}
+
 noinline int kpatch_test_hooks_post_patch(struct kpatch_module *kpmod)
 {
+	kpatch_test_hooks_keep(kpmod);
 	return kpatch_test_hooks_run(kpmod, KPATCH_POST_PATCH);
 }
 EXPORT_SYMBOL_GPL(kpatch_test_hooks_post_patch);
@@ -739,6 +799,7 @@ static void __exit kpatch_test_hooks_exit(void)
 	WRITE_ONCE(release, true);
 	for (i = 0; i < kpatch_test_hooks_nthreads; i++)
 		kthread_stop(kpatch_test_hooks_threads[i]);
+	kpatch_test_hooks_dir_put();
 }
 
 module_init(kpatch_test_hooks_init);

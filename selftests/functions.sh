@@ -370,6 +370,19 @@ refused_lines() {
 	fi
 }
 
+# busy_re VERB NAME: an ERE for check_transcript -x that matches the lines
+# kpatch logs when a try of VERB 'NAME' found a task in the way for a
+# moment and tried again: one preempted in a function the update changes
+# (any task, on a preemptible kernel), or one it moved out of the way.
+# VERB and NAME are EREs themselves ('(un)?patch', 'churn[123]').  For a
+# transcript where a task the test does not hold may be in the function
+# when the update runs; where the test holds one there, the busy lines
+# are the contract and are compared.
+busy_re() {
+	printf "^kpatch: %s '%s' busy( [(]try [0-9]+ of [0-9]+, again in [0-9]+ ms[)]|: moving [0-9]+ tasks? out of the way): " \
+		"$1" "$2"
+}
+
 # kp_log_lines transcript|log DROP [MODULE...]: the lines check_transcript
 # (or check_log) compares, from the log since the last log_mark
 kp_log_lines() {

@@ -89,6 +89,7 @@
 #include <linux/string.h>
 #include <linux/string_helpers.h>
 #include <linux/sysfs.h>
+#include <linux/task_work.h>
 #include <linux/tracepoint.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
@@ -191,6 +192,11 @@
 	do { synchronize_rcu(); synchronize_rcu_tasks_rude(); } while (0)
 #else
 #define kpatch_sync_preempt_off()	synchronize_rcu()
+#endif
+
+/* User threads that never return to user space: before 6.4, io_uring's only. */
+#ifndef PF_USER_WORKER
+#define PF_USER_WORKER		0
 #endif
 
 /* The sched_process_exit probe's arguments after the tracepoint's data. */
@@ -561,11 +567,18 @@ static int notrace kpatch_state_finish(int state, unsigned long ip)
 	return state;
 }
 
+/* The gate of a request moving tasks out of its way, or NULL: see there. */
+struct kpatch_gate;
+static struct kpatch_gate *kpatch_gate;
+static void kpatch_gate_pass(void);
+
 /*
  * The slow path of both redirects, for a call of @site whose fast path said
- * an update is changing it: the function to run, or 0 for the old one.
+ * an update is changing it, or that its gate is on: the function to run,
+ * or 0 for the old one.
  *
- * It runs in any context, NMI included, and calls nothing traceable.
+ * It runs in any context, NMI included, and calls nothing traceable but,
+ * in a user task while the gate is on, task_work_add() (kpatch_gate_pass()).
  * Disabling preemption makes it an RCU read-side section for the
  * synchronize_rcu() after an update, and keeps this CPU's stopper thread
  * from answering the update's rendezvous while it runs.
@@ -585,6 +598,8 @@ static noinline unsigned long notrace kpatch_redirect_slow(struct kpatch_site *s
 	state = atomic_read(&kpatch_state);
 	if (state != KPATCH_STATE_IDLE)
 		state = kpatch_state_finish(KPATCH_STATE_FAILURE, site->ip);
+	else if (unlikely(READ_ONCE(kpatch_gate)))
+		kpatch_gate_pass();	/* see "Moving busy tasks" */
 	/*
 	 * Read entry->op and the entries only after the state.  Pairs with
 	 * the smp_wmb() before SUCCESS in kpatch_update_publish(): a call
@@ -807,21 +822,38 @@ struct kpatch_refused {
 	int hook_ret;
 };
 
-/* At most this many tasks in the way are listed by a dry run. */
+/* At most this many tasks in the way are listed by a try or a dry run. */
 #define KPATCH_CHECK_MAX	64
 
-/* A task in the way of a dry run: @addr, or 0 if its stack is unreliable. */
+/* What kpatch can do about a task in the way (kpatch_movable()). */
+enum kpatch_how {
+	KPATCH_STAYS,		/* nothing */
+	KPATCH_MOVED,		/* a user task: moved out, and held */
+	KPATCH_WOKEN,		/* a kernel thread asleep interruptibly: woken */
+};
+
+/*
+ * A task in the way: @addr, or 0 if its stack is unreliable; @how, and for
+ * a try that will move or wake it, a reference on it in @task.
+ */
 struct kpatch_blocker {
+	struct task_struct *task;
 	unsigned long addr;
 	pid_t pid;
+	enum kpatch_how how;
 	char comm[TASK_COMM_LEN];
 };
 
-/* What a dry run (`check`) found: the blockers it lists, and how many more. */
+/*
+ * The tasks in the way that a dry run (`check`), or a try that may move
+ * them, found: the blockers it lists, and how many more.
+ */
 struct kpatch_check {
 	struct kpatch_blocker *blockers;
 	unsigned int nr, more;
 };
+
+struct kpatch_movers;
 
 /* What the caller asked for: the same at every try. */
 struct kpatch_request {
@@ -830,6 +862,7 @@ struct kpatch_request {
 	struct kpatch_patch *remove;	/* patch to take out, or NULL */
 	bool replace;			/* also take out every other patch */
 	struct kpatch_check *check;	/* dry run: the caller's; or NULL */
+	struct kpatch_movers *movers;	/* tasks it moved; NULL: moves none */
 };
 
 /*
@@ -883,6 +916,7 @@ struct kpatch_try {
 };
 
 static int kpatch_check_stacks(struct kpatch_try *try);
+static bool kpatch_move_out(struct kpatch_try *try, int ret);
 static int kpatch_stop_hooks(struct kpatch_try *try);
 static void kpatch_undo_hooks(struct kpatch_try *try, unsigned int n);
 
@@ -3078,9 +3112,14 @@ static void kpatch_forget(struct kpatch_try *try)
 	try->max_seen = 0;
 }
 
+static enum kpatch_how kpatch_movable(const struct kpatch_request *req,
+				      struct task_struct *task);
+
 /*
- * @task, of the last refusal, is in the way.  A try stops at the first; a
- * dry run lists it and goes on.  Returns whether to stop.
+ * @task, of the last refusal, is in the way.  A try that moves no task
+ * stops at the first; a dry run, and a try that may move them, list it and
+ * go on.  Returns whether to stop.  The task cannot run meanwhile: it is
+ * blocked under its pi_lock (the pre-walk) or every CPU is stopped.
  */
 static bool kpatch_stop_at(struct kpatch_try *try, struct task_struct *task)
 {
@@ -3097,6 +3136,10 @@ static bool kpatch_stop_at(struct kpatch_try *try, struct task_struct *task)
 	b->addr = try->refused.why == KPATCH_BUSY ? try->refused.addr : 0;
 	b->pid = try->refused.pid;
 	memcpy(b->comm, try->refused.comm, sizeof(b->comm));
+	b->how = kpatch_movable(try->req, task);
+	b->task = NULL;
+	if (b->how != KPATCH_STAYS && !try->req->check)
+		b->task = get_task_struct(task);
 	return false;
 }
 
@@ -3399,6 +3442,7 @@ out:
 static int kpatch_check_stacks(struct kpatch_try *try)
 {
 	struct kpatch_seen *next = try->seen, *end = next + try->nr_seen, *s;
+	struct kpatch_blocker *b;
 	struct task_struct *g, *t;
 	int ret;
 
@@ -3441,8 +3485,15 @@ static int kpatch_check_stacks(struct kpatch_try *try)
 out:
 	rcu_read_unlock();
 	ret = ret ?: kpatch_check_exiting(try);
-	if (!ret && try->list && (try->list->nr || try->list->more))
+	if (!ret && try->list && try->list->nr) {
+		/* the log names the first task in the way, as a try does */
+		b = &try->list->blockers[0];
+		try->refused.why = b->addr ? KPATCH_BUSY : KPATCH_UNRELIABLE;
+		try->refused.addr = b->addr;
+		try->refused.pid = b->pid;
+		memcpy(try->refused.comm, b->comm, sizeof(b->comm));
 		ret = -EBUSY;
+	}
 	return ret;
 }
 
@@ -3698,6 +3749,18 @@ static int kpatch_run(struct kpatch_try *try)
 	return ret;
 }
 
+/* Before @try runs again: what its last run left, cleared. */
+static void kpatch_run_again(struct kpatch_try *try)
+{
+	if (try->list) {
+		try->list->nr = 0;
+		try->list->more = 0;
+	}
+	memset(&try->refused, 0, sizeof(try->refused));
+	atomic_set(&try->cpus_in, 0);
+	atomic_set(&try->cpus_seen, 0);
+}
+
 /*
  * Release the sites made for the entries @try adds (they have none yet):
  * the unwinding of kpatch_sites_add() before the sites were collected.
@@ -3817,7 +3880,17 @@ static __cold int kpatch_try(struct kpatch_try *try)
 	}
 	ret = kpatch_pre_hooks(try);
 	if (!ret) {
-		ret = kpatch_sites_guard(try) ?: kpatch_run(try);
+		ret = kpatch_sites_guard(try);
+		/* while it moves tasks out of its way, with the same sites */
+		while (!ret) {
+			ret = kpatch_run(try);
+			if (!ret || !kpatch_move_out(try, ret))
+				break;
+			kpatch_run_again(try);
+			ret = 0;
+		}
+		/* the gate's marks off, where no run cleared them */
+		kpatch_final_targets(try);
 		if (ret && try->refused.why == KPATCH_HOOK)
 			pr_err("%s '%s' refused: %s hook of '%s' failed (%d); rolled back\n",
 			       req->verb, kpatch_req_name(req),
@@ -3836,6 +3909,17 @@ out:
 	if (ret && add)
 		kpatch_kobj_remove(&add->kobj);
 	return ret;
+}
+
+/* Would an update move every task in @chk out of its way? */
+static bool kpatch_all_moved(const struct kpatch_check *chk)
+{
+	unsigned int i;
+
+	for (i = 0; i < chk->nr; i++)
+		if (chk->blockers[i].how != KPATCH_MOVED)
+			return false;
+	return true;
 }
 
 /*
@@ -3881,6 +3965,10 @@ static __cold int kpatch_dry_run(struct kpatch_try *try)
 	ret = ret ?: kpatch_prewalk(try);
 	if (!ret && kpatch_checks(try))
 		ret = stop_machine(kpatch_dry_cb, try, cpu_online_mask);
+	/* the update would apply once it has moved them all */
+	if (ret == -EBUSY && req->check->nr && !req->check->more &&
+	    kpatch_all_moved(req->check))
+		ret = 0;
 	kpatch_forget(try);
 	kpatch_free_ranges(try);
 	kpatch_uncollect(try);
@@ -3997,6 +4085,417 @@ static bool kpatch_removal_waits(const struct kpatch_patch *patch)
 	return false;
 }
 
+/* ------------------------------------------------------------------------
+ * Moving busy tasks out of the way
+ */
+
+/*
+ * An update takes effect only at an instant when no task is in the code it
+ * changes (kpatch_build_ranges()).  A task asleep in a read, a poll or a
+ * futex wait there never gives one; on a fully preemptible kernel a hot
+ * function rarely does, for some caller is always preempted in it.  When a
+ * try is refused by such tasks, kpatch moves the user tasks among them out
+ * of the way, holds them there, and tries again at once:
+ *
+ *   the update (kpatch_try())            a task it moves
+ *
+ *   run: refused, the tasks in the
+ *   way listed (kpatch_stop_at())
+ *   each one it can move: a slot of   -> TIF_NOTIFY_SIGNAL set; if asleep
+ *     the gate, task_work_add() of        interruptibly, woken: the call
+ *     kpatch_hold_fn(), TWA_SIGNAL        ends (-ERESTARTSYS or the like);
+ *   the gate on: every user task that     if preempted, it runs on to the
+ *     calls a function of the try's    -> end of its call; returning to
+ *     sites gets the same at the call     user space, kpatch_hold_fn():
+ *   wait until they are all out <------   out; it sleeps (killable)
+ *   run again, the same sites
+ *   ...
+ *   the request done or given up:     -> its call restarts, or it returns
+ *     the gate off, the tasks let go      to user space
+ *
+ * The gate is for a hot function: the callers not yet in the way when a
+ * run was refused would be in it at the next, one in some dozens of
+ * calls preempted in it; held at the return from their first call, they
+ * are out of it for good.  It takes the slow path of the try's sites
+ * (their target KPATCH_TARGET_SLOW while the state is IDLE, which gives
+ * the first entry as the fast path would) and kpatch_gate_pass() there.
+ *
+ * Why a moved or held task runs no old code after the update takes
+ * effect: it sleeps in kpatch_hold_fn() until the request that moved it
+ * has ended, so it cannot go back in before the run that succeeds; that
+ * run walks its stack inside stop_machine() like any other's (a task that
+ * ran since the pre-walk is walked there) and finds it in the return
+ * path, which is no code the update changes, or refuses.  Its interrupted
+ * call restarts only after kpatch_hold_fn() has returned: in the version
+ * then in effect.
+ *
+ * What the task sees, as with livepatch's fake signal: nothing is
+ * delivered, TIF_NOTIFY_SIGNAL only ends an interruptible sleep; a call
+ * that returns -ERESTARTSYS, -ERESTARTNOINTR, -ERESTARTNOHAND or
+ * -ERESTART_RESTARTBLOCK is restarted by the kernel, as after a signal that
+ * has no handler; a call that returns -EINTR on any signal (epoll_wait(),
+ * for one) returns EINTR.  A preempted task finishes its call first.  A
+ * fatal signal ends the hold at once; other signals wait for its end.
+ *
+ * Never moved, and still named when they refuse: kernel threads and the
+ * user workers that never return to user space (PF_IO_WORKER,
+ * PF_USER_WORKER); a kernel thread asleep interruptibly is woken, once per
+ * request, as livepatch does, since it may be waiting to leave, but not
+ * held.  Tasks in uninterruptible or killable sleep, which a fake signal
+ * does not wake; exiting, stopped or traced tasks; the task that writes
+ * the command; a task moved already that is not out yet.
+ *
+ * Price: nothing per call but while the gate is on; per request while
+ * kpatch_move is set, the gate and the list of a run (about 15 KiB, freed
+ * when it ends); per call of a gated site, a hash probe and, once per
+ * task, task_work_add().
+ *
+ * kpatch.ko cannot go while a task may still run kpatch_hold_fn(): each
+ * queued callback holds a reference on kpatch from its task_work_add() to
+ * the last statement of the callback, which drops it, and kpatch_exit()
+ * then waits with synchronize_rcu_tasks() for a task still in the
+ * instructions after that: preempted there or running them, it has neither
+ * switched voluntarily nor returned to user space, which the wait waits
+ * for.  The gate outlives its request for as long as a callback holds it.
+ */
+static bool kpatch_move = true;
+module_param_named(move, kpatch_move, bool, 0644);
+MODULE_PARM_DESC(move,
+		 "move user tasks that an update finds in its way out of it (default Y)");
+
+/* How long a round waits for the tasks it moved to be out. */
+#define KPATCH_MOVE_WAIT_MS	500
+
+/* Slots of the gate: tasks one request moves, holds or wakes, at most. */
+#define KPATCH_GATE_BITS	8
+#define KPATCH_GATE_SLOTS	(1U << KPATCH_GATE_BITS)
+
+struct kpatch_gate;
+
+/*
+ * A task the request moved, held or woke: claimed by a cmpxchg of @task
+ * from NULL, and never given back while the request runs, so that the
+ * slot says "done already"; @work is queued on @task, but for a kernel
+ * thread.
+ */
+struct kpatch_slot {
+	struct task_struct *task;
+	struct callback_head work;
+	struct kpatch_gate *gate;
+};
+
+/*
+ * The gate of a request.  @ref: the request's, and one per queued
+ * callback.  @pending: callbacks queued whose task is not out yet;
+ * @arrived: those that came out.  @done: the request has ended, the
+ * tasks go on.  Slots hash by task pointer, probed linearly.
+ */
+struct kpatch_gate {
+	refcount_t ref;
+	atomic_t pending, arrived;
+	bool done;
+	struct kpatch_slot slot[KPATCH_GATE_SLOTS];
+};
+
+/*
+ * kpatch_gate, the gate that the slow path passes tasks through, or NULL,
+ * is set and cleared under kpatch_mutex, read with preemption off in the
+ * slow path, and freed only after kpatch_sync_preempt_off() has waited
+ * for those reads (kpatch_movers_free()).  The acquire in
+ * kpatch_gate_pass() pairs with the release that publishes it, after its
+ * slots were zeroed.
+ */
+
+/* Moved tasks wait on kpatch_hold_wq, the mover on kpatch_out_wq. */
+static DECLARE_WAIT_QUEUE_HEAD(kpatch_hold_wq);
+static DECLARE_WAIT_QUEUE_HEAD(kpatch_out_wq);
+static bool kpatch_held_ever;
+
+/*
+ * What a request that may move tasks keeps: the list of its runs and
+ * its gate.  Under kpatch_mutex.
+ */
+struct kpatch_movers {
+	struct kpatch_check list;
+	struct kpatch_blocker blockers[KPATCH_CHECK_MAX];
+	struct kpatch_gate *gate;
+	bool gating;
+};
+
+static void kpatch_gate_put(struct kpatch_gate *g)
+{
+	if (refcount_dec_and_test(&g->ref))
+		kfree(g);
+}
+
+/* The slot of @task in @g, or NULL. */
+static struct kpatch_slot *kpatch_gate_find(struct kpatch_gate *g,
+					     const struct task_struct *task)
+{
+	unsigned int h = hash_ptr(task, KPATCH_GATE_BITS), n;
+	struct task_struct *t;
+
+	for (n = 0; n < KPATCH_GATE_SLOTS; n++, h = (h + 1) % KPATCH_GATE_SLOTS) {
+		t = READ_ONCE(g->slot[h].task);
+		if (t == task)
+			return &g->slot[h];
+		if (!t)
+			return NULL;
+	}
+	return NULL;
+}
+
+/*
+ * Claim a slot of @g for @task; NULL if it has one already, or none is
+ * free.  Lock-free: from the slow path in any task as well.
+ */
+static struct kpatch_slot *notrace kpatch_gate_claim(struct kpatch_gate *g,
+						    struct task_struct *task)
+{
+	unsigned int h = hash_ptr(task, KPATCH_GATE_BITS), n;
+	struct task_struct *t;
+
+	for (n = 0; n < KPATCH_GATE_SLOTS; n++, h = (h + 1) % KPATCH_GATE_SLOTS) {
+		t = READ_ONCE(g->slot[h].task);
+		if (!t)
+			t = cmpxchg(&g->slot[h].task, NULL, task);
+		if (!t)
+			return &g->slot[h];
+		if (t == task)
+			return NULL;
+	}
+	return NULL;
+}
+
+/*
+ * The callback of a moved or held task, on its way back to user space (or
+ * in do_exit(), where it only goes on).  It is out: it tells the mover,
+ * then sleeps until the request that moved it has ended.
+ */
+static void kpatch_hold_fn(struct callback_head *work)
+{
+	struct kpatch_slot *s = container_of(work, struct kpatch_slot, work);
+	struct kpatch_gate *g = s->gate;
+
+	atomic_inc(&g->arrived);
+	atomic_dec(&g->pending);
+	wake_up(&kpatch_out_wq);
+	if (!(current->flags & PF_EXITING))
+		wait_event_state(kpatch_hold_wq, READ_ONCE(g->done),
+				 (TASK_KILLABLE | TASK_FREEZABLE));
+	kpatch_gate_put(g);
+	module_put(THIS_MODULE);	/* see above, on kpatch_exit() */
+}
+
+/*
+ * Queue kpatch_hold_fn() on @task in slot @s of @g.  False if @task is
+ * past its last task work (exiting).  The slot stays claimed either way.
+ */
+static bool notrace kpatch_gate_queue(struct kpatch_gate *g,
+				      struct kpatch_slot *s,
+				      struct task_struct *task)
+{
+	s->gate = g;
+	init_task_work(&s->work, kpatch_hold_fn);
+	refcount_inc(&g->ref);
+	atomic_inc(&g->pending);
+	__module_get(THIS_MODULE);
+	if (!task_work_add(task, &s->work, TWA_SIGNAL))
+		return true;
+	module_put(THIS_MODULE);
+	atomic_dec(&g->pending);
+	refcount_dec(&g->ref);
+	return false;
+}
+
+/*
+ * From the slow path, while the gate is on: hold the calling user task at
+ * its return to user space, once.  Preemption is off, which keeps @g
+ * alive (see kpatch_gate).  task_work_add() on current takes no lock and
+ * wakes nobody; it may be traced, and so come back here, where the task
+ * has its slot already.
+ */
+static noinline void notrace kpatch_gate_pass(void)
+{
+	struct kpatch_gate *g = smp_load_acquire(&kpatch_gate);
+	struct kpatch_slot *s;
+
+	if (!g || !in_task() || !current->mm ||
+	    (current->flags & (PF_KTHREAD | PF_IO_WORKER | PF_USER_WORKER |
+			       PF_EXITING)))
+		return;
+	s = kpatch_gate_claim(g, current);
+	if (s)
+		kpatch_gate_queue(g, s, current);
+}
+
+/*
+ * What can be done about @task (see above)?  For a try and a dry run
+ * alike; @task cannot run meanwhile (kpatch_stop_at()).
+ */
+static enum kpatch_how kpatch_movable(const struct kpatch_request *req,
+				      struct task_struct *task)
+{
+	const struct kpatch_movers *m = req->movers;
+	unsigned int state = READ_ONCE(task->__state);
+	bool on_rq = READ_ONCE(task->on_rq);
+
+	if (!READ_ONCE(kpatch_move) || task == current ||
+	    (task->flags & PF_EXITING))
+		return KPATCH_STAYS;
+	/* moved, held or woken already, and not out */
+	if (m && m->gate && kpatch_gate_find(m->gate, task))
+		return KPATCH_STAYS;
+	if (task->flags & (PF_KTHREAD | PF_IO_WORKER | PF_USER_WORKER))
+		return !on_rq && (state & TASK_INTERRUPTIBLE) ?
+		       KPATCH_WOKEN : KPATCH_STAYS;
+	/* preempted, or asleep interruptibly: TWA_SIGNAL wakes only that */
+	return on_rq || (state & TASK_INTERRUPTIBLE) ? KPATCH_MOVED :
+						       KPATCH_STAYS;
+}
+
+/*
+ * Move @task out of the way through a slot of @g: a user task gets
+ * kpatch_hold_fn() queued; a kernel thread asleep interruptibly a wake-up
+ * -- wake_up_state(task, TASK_INTERRUPTIBLE), which is not exported, as
+ * the exported wake function of a wait queue entry does it -- which it
+ * has to take as spurious, and may go back to sleep where it was.  True
+ * if done.
+ */
+static bool kpatch_move_one(struct kpatch_gate *g, struct task_struct *task,
+			    enum kpatch_how how)
+{
+	struct wait_queue_entry wait = { .private = task };
+	struct kpatch_slot *s = kpatch_gate_claim(g, task);
+
+	if (!s)
+		return false;
+	if (how == KPATCH_MOVED)
+		return kpatch_gate_queue(g, s, task);
+	default_wake_function(&wait, TASK_INTERRUPTIBLE, 0, NULL);
+	return true;
+}
+
+/* Calls of @try's sites take the slow path, and with it the gate. */
+static void kpatch_gate_on(struct kpatch_movers *m, struct kpatch_try *try)
+{
+	unsigned int i;
+
+	if (!m->gating) {
+		/* pairs with the acquire in kpatch_gate_pass() */
+		smp_store_release(&kpatch_gate, m->gate);
+		m->gating = true;
+		kpatch_held_ever = true;
+	}
+	WARN_ON_ONCE(atomic_read(&kpatch_state) != KPATCH_STATE_IDLE);
+	for (i = 0; i < try->nr_sites; i++)
+		WRITE_ONCE(try->sites[i]->target, KPATCH_TARGET_SLOW);
+}
+
+/*
+ * Run @n of @try was refused with @ret: move out the user tasks in its way
+ * that can be moved, say whom, turn the gate on, and wait until every
+ * task held is out, or for KPATCH_MOVE_WAIT_MS; wake the kernel threads
+ * that can be woken, without a word: what happens next is up to each
+ * thread, and a refusal names it as before.  Drops the references the run
+ * took.  Returns whether to run again at once: some task was moved, or
+ * came out, since the run before.
+ */
+static __cold bool kpatch_move_out(struct kpatch_try *try, int ret)
+{
+	const struct kpatch_request *req = try->req;
+	struct kpatch_movers *m = req->movers;
+	char who[8 * (TASK_COMM_LEN + 24)];
+	unsigned int i, moved = 0, arrived;
+	struct kpatch_blocker *b;
+	size_t len = 0;
+	bool ok;
+
+	lockdep_assert_held(&kpatch_mutex);
+	if (!m)
+		return false;
+	/* the stack check refused, and no other request's gate is on */
+	ok = m->gate && ret == -EBUSY &&
+	     (try->refused.why == KPATCH_BUSY ||
+	      try->refused.why == KPATCH_UNRELIABLE) &&
+	     (!kpatch_gate || kpatch_gate == m->gate);
+	for (i = 0; i < m->list.nr; i++) {
+		b = &m->list.blockers[i];
+		if (!b->task)
+			continue;
+		if (ok && kpatch_move_one(m->gate, b->task, b->how) &&
+		    b->how == KPATCH_MOVED) {
+			if (moved < 8)
+				len += scnprintf(who + len, sizeof(who) - len,
+						 "%spid %d (%*pE)",
+						 moved ? ", " : "", b->pid,
+						 kpatch_comm_len(b->comm),
+						 b->comm);
+			moved++;
+		}
+		put_task_struct(b->task);
+		b->task = NULL;
+	}
+	if (!ok || (!moved && !atomic_read(&m->gate->pending)))
+		return false;
+	if (moved > 8)
+		scnprintf(who + len, sizeof(who) - len, ", and %u more",
+			  moved - 8);
+	if (moved)
+		pr_notice("%s '%s' busy: moving %u task%s out of the way: %s\n",
+			  req->verb, kpatch_req_name(req), moved,
+			  moved == 1 ? "" : "s", who);
+	kpatch_gate_on(m, try);
+	arrived = atomic_read(&m->gate->arrived);
+	wait_event_interruptible_timeout(kpatch_out_wq,
+					 !atomic_read(&m->gate->pending),
+					 msecs_to_jiffies(KPATCH_MOVE_WAIT_MS));
+	return moved || atomic_read(&m->gate->arrived) != arrived;
+}
+
+/* A record for a request, if it may move tasks; NULL if not, or no memory. */
+static struct kpatch_movers *kpatch_movers_new(void)
+{
+	struct kpatch_movers *m;
+
+	if (!READ_ONCE(kpatch_move))
+		return NULL;
+	m = kzalloc(sizeof(*m), GFP_KERNEL);
+	if (!m)
+		return NULL;
+	m->gate = kzalloc(sizeof(*m->gate), GFP_KERNEL);
+	if (!m->gate) {
+		kfree(m);
+		return NULL;
+	}
+	refcount_set(&m->gate->ref, 1);
+	m->list.blockers = m->blockers;
+	return m;
+}
+
+/*
+ * @req ends: the gate off, the tasks it moved go on, and its record goes.
+ * The gate itself goes with the last callback that holds it.
+ */
+static void kpatch_movers_free(struct kpatch_request *req)
+{
+	struct kpatch_movers *m = req->movers;
+
+	lockdep_assert_held(&kpatch_mutex);
+	if (!m)
+		return;
+	if (m->gating) {
+		WRITE_ONCE(kpatch_gate, NULL);
+		/* no slow path may still hold it: see kpatch_gate */
+		kpatch_sync_preempt_off();
+	}
+	WRITE_ONCE(m->gate->done, true);
+	wake_up_all(&kpatch_hold_wq);
+	kpatch_gate_put(m->gate);
+	kfree(m);
+	req->movers = NULL;
+}
+
 /*
  * Try number @n of @req failed with @ret, for @r.  If the stack check
  * refused it, or ftrace found the function busy (KPATCH_AGAIN), log the
@@ -4039,25 +4538,40 @@ static __cold bool kpatch_retry(const struct kpatch_request *req,
 }
 
 /*
- * Run the update @req asks for, trying again while the stack check refuses
- * it (kpatch_retry()), or with @req->check only its dry run.
+ * Run the update @req asks for, or with @req->check only its dry run.
+ * While the stack check refuses it, it waits and tries again
+ * (kpatch_retry()); a try moves tasks out of its way first
+ * (kpatch_move_out()).
  */
-static __cold int kpatch_update(const struct kpatch_request *req)
+static __cold int kpatch_update(struct kpatch_request *req)
 {
 	struct kpatch_try try;
-	unsigned int n;
+	unsigned int n = 1;
 	int ret;
 
-	for (n = 1; ; n++) {
+	memset(&try, 0, sizeof(try));
+	try.req = req;
+	if (req->check) {
+		try.list = req->check;
+		return kpatch_dry_run(&try);
+	}
+	req->movers = kpatch_movers_new();
+	for (;;) {
 		memset(&try, 0, sizeof(try));
 		try.req = req;
-		try.list = req->check;
-		if (req->check)
-			return kpatch_dry_run(&try);
+		if (req->movers) {
+			req->movers->list.nr = 0;
+			req->movers->list.more = 0;
+			try.list = &req->movers->list;
+		}
 		ret = kpatch_try(&try);
-		if (!ret || !kpatch_retry(req, &try.refused, ret, n))
-			return ret;
+		if (!ret)
+			break;
+		if (!kpatch_retry(req, &try.refused, ret, n++))
+			break;
 	}
+	kpatch_movers_free(req);
+	return ret;
 }
 
 /*
@@ -4527,19 +5041,26 @@ static __cold void kpatch_sym_name(char *buf, unsigned long addr, bool offset)
 
 /*
  * Log the answer of `check VERB NAME ...` and keep it for the check file:
- * "VERB NAME ERRNO", then "PID WHERE COMM" for each task in the way.
+ * "VERB NAME ERRNO", then "PID WHERE COMM" for each task in the way, or
+ * "moved PID WHERE COMM" for one the update would move out of it.  A
+ * kernel thread it would wake is listed as one that stays: whether it
+ * leaves is up to the thread.
  */
 static __cold void kpatch_check_record(const char *verb, const char *name,
 				       int ret, struct kpatch_check *chk)
 {
 	size_t size = 2 * KPATCH_NAME_MAX + 32 +
-		      chk->nr * (KSYM_SYMBOL_LEN + 4 * TASK_COMM_LEN + 16);
+		      chk->nr * (KSYM_SYMBOL_LEN + 4 * TASK_COMM_LEN + 24);
 	char where[KSYM_SYMBOL_LEN], *text;
 	struct kpatch_blocker *b;
 	unsigned int i;
+	bool moved;
 	int len;
 
-	if (!ret)
+	if (!ret && chk->nr)
+		pr_info("check %s '%s': would apply, moving %u task%s out of the way\n",
+			verb, name, chk->nr, chk->nr == 1 ? "" : "s");
+	else if (!ret)
 		pr_info("check %s '%s': would apply now\n", verb, name);
 	else if (chk->nr)
 		pr_info("check %s '%s': would fail (%d): %u task%s in the way\n",
@@ -4552,21 +5073,25 @@ static __cold void kpatch_check_record(const char *verb, const char *name,
 	len = text ? scnprintf(text, size, "%s %s %d\n", verb, name, ret) : 0;
 	for (i = 0; i < chk->nr; i++) {
 		b = &chk->blockers[i];
+		moved = b->how == KPATCH_MOVED;
 		if (b->addr) {
-			pr_info("check %s '%s': pid %d (%*pE) in %pS\n", verb,
+			pr_info("check %s '%s': pid %d (%*pE) in %pS%s\n", verb,
 				name, b->pid, kpatch_comm_len(b->comm), b->comm,
-				(void *)b->addr);
+				(void *)b->addr,
+				moved ? ", which it would move out of the way" : "");
 			kpatch_sym_name(where, b->addr, true);
 		} else {
-			pr_info("check %s '%s': pid %d (%*pE): stack cannot be walked reliably\n",
+			pr_info("check %s '%s': pid %d (%*pE): stack cannot be walked reliably%s\n",
 				verb, name, b->pid, kpatch_comm_len(b->comm),
-				b->comm);
+				b->comm,
+				moved ? ", which it would move out of the way" : "");
 			strscpy(where, "unreliable", sizeof(where));
 		}
 		if (text)
-			len += scnprintf(text + len, size - len, "%d %s %*pE\n",
-					 b->pid, where, kpatch_comm_len(b->comm),
-					 b->comm);
+			len += scnprintf(text + len, size - len,
+					 "%s%d %s %*pE\n", moved ? "moved " : "",
+					 b->pid, where,
+					 kpatch_comm_len(b->comm), b->comm);
 	}
 	if (chk->more) {
 		pr_info("check %s '%s': and %u more\n", verb, name, chk->more);
@@ -4968,6 +5493,9 @@ static void __exit kpatch_exit(void)
 	WARN_ON(!list_empty(&kpatch_ways_in));
 	/* queued by an update whose sites are all gone since */
 	cancel_delayed_work_sync(&kpatch_settle_work);
+	/* a task may still be in the last instructions of kpatch_hold_fn() */
+	if (kpatch_held_ever)
+		synchronize_rcu_tasks();
 
 	debugfs_remove_recursive(kpatch_debugfs_dir);
 	kpatch_kobj_remove(&kpatch_patches_kobj);

@@ -141,4 +141,11 @@ int kpatch_test_shadow_post_unpatch(struct kpatch_module *kpmod);
 int kpatch_test_shadow_hook_nop(struct kpatch_module *kpmod);
 int kpatch_test_shadow_hook_veto(struct kpatch_module *kpmod);
 
+/* kpatch_test_move.ko */
+ssize_t kpatch_test_move_read_old(char *buf);
+ssize_t kpatch_test_move_read_new(char *buf);
+int kpatch_test_move_stop_patch(struct kpatch_module *kpmod);
+int kpatch_test_move_stop_unpatch(struct kpatch_module *kpmod);
+long kpatch_test_move_getpid(void);
+
 #endif /* _KPATCH_TEST_H */

@@ -1,0 +1,445 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# test-moving.sh - a user task in the way of an update is moved out of it,
+# held at its return to user space until the write that moved it ends, and
+# the update applies in that one write.  kpatch_test_move's read waits in
+# kpatch_test_move_read_old() (replacement: _new) while "hold" is 1; the
+# stop hooks of the patches say which version is in effect, and the
+# module counts an answer given by the version not in effect ("late": old
+# code ran after the update took effect).  The readers are kpmove
+# processes.
+#
+# - A reader asleep (interruptibly) in the old function: the first patch
+#   write succeeds and the log says whom it moved; the read restarts,
+#   waits in the new function, and returns its answer, "new", with no
+#   error.  The same for unpatch (asleep in the new function), for a
+#   replace, and for a patch module's kpatch_register() and
+#   kpatch_unregister().  Never late.
+# - A poll(2): kpatch_test_move_hrtimeout() replaces the kernel's
+#   schedule_hrtimeout_range_clock(), in which poll sleeps.  The first
+#   write succeeds; the poll returns 0 after its whole timeout, with no
+#   error; its restart sleeps in the new function.
+# - "check" says which blockers the update would move: it answers 0
+#   ("would apply, moving 1 task") for an interruptible sleeper, EBUSY
+#   once an uninterruptible one is there too; the check file marks the
+#   first "moved".
+# - A reader in uninterruptible or killable sleep is not moved: EBUSY
+#   after the retries, the task named as before, and no spurious wake-up.
+# - A fatal signal ends a hold at once: a reader held while the write
+#   waits for another (uninterruptible) one dies when killed.
+# - With kpatch's parameter move=N, an interruptible sleeper refuses the
+#   update as before.
+# - A hot function: 8 processes (nice 10) call getpid(2), patched to
+#   kpatch_test_move_getpid(), 3 times patched and unpatched: each write
+#   succeeds, every answer is right.  (make bench measures 40 processes.)
+#
+# shellcheck source-path=SCRIPTDIR source=functions.sh
+. "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
+
+MOD=kpatch_test_move
+KPMOVE=${KPMOVE:-kpmove}
+READ=/sys/kernel/debug/$MOD/read
+readers=
+hot=
+
+# moving_cleanup: let every reader go, stop the hot processes
+moving_cleanup() {
+	echo 0 >"/sys/module/$MOD/parameters/hold" 2>/dev/null
+	for _mc in $readers; do
+		wait "$_mc" 2>/dev/null
+	done
+	readers=
+	if [ -n "$hot" ]; then
+		: >"$KP_TMP/hot.stop"
+		wait "$hot" 2>/dev/null
+		hot=
+	fi
+}
+KP_CLEANUP_HOOK=moving_cleanup
+
+setup_modules kpatch "$MOD"
+msym() {
+	sym "kpatch_test_move_$1" "$MOD" || bail "setup: find kpatch_test_move_$1"
+}
+old=$(msym read_old)
+new=$(msym read_new)
+hooks="stop-patch=$(msym stop_patch) stop-unpatch=$(msym stop_unpatch)"
+sleeper=$(sym schedule_hrtimeout_range_clock vmlinux) ||
+	bail "setup: find schedule_hrtimeout_range_clock"
+sleeper_new=$(msym hrtimeout)
+getpid=$(sym __do_sys_getpid vmlinux 2>/dev/null) ||
+	getpid=$(sym __x64_sys_getpid vmlinux) || bail "setup: find getpid"
+getpid_new=$(msym getpid)
+retries=$(modparam kpatch retries)
+delay=$(modparam kpatch retry_delay_ms)
+
+mparam() {
+	set_param "$MOD" "$1" "$2"
+}
+
+# reader NAME: a kpmove reading the read file in the background, its
+# output in $KP_TMP/NAME; its pid in READER
+reader() {
+	log_command "kpmove read $READ > $1 &"
+	"$KPMOVE" read "$READ" >"$KP_TMP/$1" 2>&1 &
+	READER=$!
+	readers="$readers $READER"
+}
+
+sleeping_is() {
+	modparam_is "$MOD" sleeping "$1"
+}
+
+# asleep PID: the task is blocked (state S or D)
+asleep() {
+	case $(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) in
+	S | D) return 0 ;;
+	esac
+	return 1
+}
+
+# write CMD: write CMD to the control file with kpmove, which says how
+# long the write(2) took; KP_RESULT is OK or the errno's name
+write() {
+	log_kp "$1"
+	_w=$("$KPMOVE" write "$KP_CONTROL" "$1")
+	diag "$_w ms"
+	KP_RESULT=${_w%% *}
+}
+
+# release: let the readers out of the wait and wait until they are done
+release() {
+	mparam hold 0
+	for _r in $readers; do
+		wait "$_r"
+	done
+	readers=
+}
+
+# moved_in_log PID: the log says that an update moved PID
+moved_in_log() {
+	log_since_mark | grep -q "busy: moving .*pid $1 (kpmove)"
+}
+
+# answer NAME: what the reader NAME read, without the milliseconds
+answer() {
+	cut -d' ' -f1-2 "$KP_TMP/$1" | sed 's/ [0-9]*$//'
+}
+
+start_test "a reader asleep in the old function: the first patch write applies"
+log_mark
+mparam hold 1
+reader r1
+pid=$READER
+check "the reader sleeps in kpatch_test_move_read_old" wait_until sleeping_is 1
+write "patch m1 $old $new $hooks"
+check_eq "patch m1 -> OK, the first write" OK "$KP_RESULT"
+check "the reader is back in the wait, in the new function" \
+	wait_until sleeping_is 1
+check_eq "no answer yet" "old=0 new=0" "$(modparam "$MOD" answers)"
+release
+check_eq "the read returns the new function's answer, no error" new "$(answer r1)"
+check_eq "the old function never answered" "old=0 new=1" "$(modparam "$MOD" answers)"
+check_eq "nothing late" 0 "$(modparam "$MOD" late)"
+check_transcript "the log says whom it moved, then the patch" <<EOF
+% echo 1 > /sys/module/$MOD/parameters/hold
+% kpmove read $READ > r1 &
+% echo 'patch m1 $old $new $hooks' > control
+kpatch: patch 'm1' busy: moving 1 task out of the way: pid $pid (kpmove)
+kpatch: tainting kernel with TAINT_LIVEPATCH
+kpatch: patch 'm1' enabled (1 function)
+% echo 0 > /sys/module/$MOD/parameters/hold
+EOF
+check_no_splat
+
+start_test "a reader asleep in the new function: the first unpatch write applies"
+log_mark
+mparam hold 1
+reader r2
+pid=$READER
+check "the reader sleeps in kpatch_test_move_read_new" wait_until sleeping_is 1
+write "unpatch m1"
+check_eq "unpatch m1 -> OK, the first write" OK "$KP_RESULT"
+release
+check_eq "the read returns the old function's answer" old "$(answer r2)"
+check_eq "answers" "old=1 new=1" "$(modparam "$MOD" answers)"
+check_eq "nothing late" 0 "$(modparam "$MOD" late)"
+check_transcript "the log says whom it moved, then the unpatch" <<EOF
+% echo 1 > /sys/module/$MOD/parameters/hold
+% kpmove read $READ > r2 &
+% echo 'unpatch m1' > control
+kpatch: unpatch 'm1' busy: moving 1 task out of the way: pid $pid (kpmove)
+kpatch: patch 'm1' removed
+% echo 0 > /sys/module/$MOD/parameters/hold
+EOF
+check_no_splat
+
+start_test "a replace: its first write applies"
+log_mark
+expect_ok patch m2 "$old" "$new" "$hooks"
+mparam hold 1
+reader r3
+pid=$READER
+check "the reader sleeps in kpatch_test_move_read_new" wait_until sleeping_is 1
+write "replace m3 $old $new $hooks"
+check_eq "replace m3 -> OK, the first write" OK "$KP_RESULT"
+release
+check_eq "the read returns the new function's answer" new "$(answer r3)"
+check_eq "nothing late" 0 "$(modparam "$MOD" late)"
+expect_ok unpatch m3
+check_transcript "the log says whom it moved, then the replace" <<EOF
+% echo 'patch m2 $old $new $hooks' > control
+kpatch: patch 'm2' enabled (1 function)
+% echo 1 > /sys/module/$MOD/parameters/hold
+% kpmove read $READ > r3 &
+% echo 'replace m3 $old $new $hooks' > control
+kpatch: replace 'm3' busy: moving 1 task out of the way: pid $pid (kpmove)
+kpatch: patch 'm2' removed
+kpatch: patch 'm3' enabled (1 function)
+% echo 0 > /sys/module/$MOD/parameters/hold
+% echo 'unpatch m3' > control
+kpatch: patch 'm3' removed
+EOF
+check_no_splat
+
+start_test "kpatch_register() and kpatch_unregister() of a patch module"
+log_mark
+mparam hold 1
+reader r4
+pid=$READER
+check "the reader sleeps in kpatch_test_move_read_old" wait_until sleeping_is 1
+check "kpatch_register() returns 0" mparam api 1
+release
+check_eq "the read returns the new function's answer" new "$(answer r4)"
+mparam hold 1
+reader r5
+pid5=$READER
+check "the reader sleeps in kpatch_test_move_read_new" wait_until sleeping_is 1
+check "kpatch_unregister() returns 0" mparam api 0
+release
+check_eq "the read returns the old function's answer" old "$(answer r5)"
+check_eq "nothing late" 0 "$(modparam "$MOD" late)"
+check_transcript "the log says whom each moved" "$MOD" <<EOF
+% echo 1 > /sys/module/$MOD/parameters/hold
+% kpmove read $READ > r4 &
+% echo 1 > /sys/module/$MOD/parameters/api
+kpatch: patch '$MOD' busy: moving 1 task out of the way: pid $pid (kpmove)
+kpatch: patch '$MOD' enabled (1 function)
+$MOD: kpatch_register() returned 0
+% echo 0 > /sys/module/$MOD/parameters/hold
+% echo 1 > /sys/module/$MOD/parameters/hold
+% kpmove read $READ > r5 &
+% echo 0 > /sys/module/$MOD/parameters/api
+kpatch: unpatch '$MOD' busy: moving 1 task out of the way: pid $pid5 (kpmove)
+kpatch: patch '$MOD' removed
+$MOD: kpatch_unregister() returned 0
+% echo 0 > /sys/module/$MOD/parameters/hold
+EOF
+check_no_splat
+
+start_test "a poll: the first patch write applies"
+log_mark
+calls=$(modparam "$MOD" hrtimeout_calls)
+log_command "kpmove poll 3000 > p1 &"
+"$KPMOVE" poll 3000 >"$KP_TMP/p1" 2>&1 &
+poller=$!
+check "the poll sleeps" wait_until asleep "$poller"
+write "patch p1 $sleeper $sleeper_new"
+check_eq "patch p1 -> OK, the first write" OK "$KP_RESULT"
+wait "$poller"
+check_eq "poll returns 0, no error" 0 "$(cut -d' ' -f1 "$KP_TMP/p1")"
+check "poll waited its whole timeout" \
+	test "$(cut -d' ' -f2 "$KP_TMP/p1")" -ge 3000
+check "the new function ran" modparam_positive "$MOD" hrtimeout_calls
+check "... for the poll too" test "$(modparam "$MOD" hrtimeout_calls)" -gt "$calls"
+expect_ok unpatch p1
+# Whoever else polls in the guest may be moved, or preempted for a moment:
+# those lines are left out.
+check_transcript -x "$(busy_re '(un)?patch' p1)" "the patch and the unpatch" <<EOF
+% kpmove poll 3000 > p1 &
+% echo 'patch p1 $sleeper $sleeper_new' > control
+kpatch: patch 'p1' enabled (1 function)
+% echo 'unpatch p1' > control
+kpatch: patch 'p1' removed
+EOF
+check_grep "the poller was moved" "busy: moving .*pid $poller [(]kpmove[)]" \
+	"$(log_since_mark)"
+check_no_splat
+
+start_test "check says which tasks the update would move"
+log_mark
+set_param kpatch retries 0
+mparam hold 1
+reader r6
+pid=$READER
+check "the reader sleeps" wait_until sleeping_is 1
+kp check patch c1 "$old" "$new" || :
+check_eq "check patch c1 -> OK: it would apply" OK "$KP_RESULT"
+check_grep "check file: the reader, moved" \
+	"^moved $pid $MOD:kpatch_test_move_read_old[+]0x[0-9a-f]+/0x[0-9a-f]+ kpmove\$" \
+	"$(cat "$KP_DEBUGFS/check")"
+mparam sleep d
+reader r7
+pid7=$READER
+check "the second reader sleeps" wait_until sleeping_is 2
+save_state
+kp check patch c1 "$old" "$new" || :
+check_eq "check patch c1 -> EBUSY" EBUSY "$KP_RESULT"
+check_state_unchanged
+check_eq "check file: the answer" "patch c1 -16" \
+	"$(head -n 1 "$KP_DEBUGFS/check")"
+where="$MOD:kpatch_test_move_read_old[+]0x[0-9a-f]+/0x[0-9a-f]+"
+check "check file: both readers, the first one moved" sh -c \
+	"tail -n +2 '$KP_DEBUGFS/check' | grep -Eqx 'moved $pid $where kpmove' &&
+	 tail -n +3 '$KP_DEBUGFS/check' | grep -Eqx '$pid7 $where kpmove'"
+release
+mparam sleep s
+check_transcript "the log lists both, and which it would move" <<EOF
+% echo 0 > /sys/module/kpatch/parameters/retries
+% echo 1 > /sys/module/$MOD/parameters/hold
+% kpmove read $READ > r6 &
+% echo 'check patch c1 $old $new' > control
+kpatch: check patch 'c1': would apply, moving 1 task out of the way
+kpatch: check patch 'c1': pid $pid (kpmove) in kpatch_test_move_read_old+0x_/0x_ [$MOD], which it would move out of the way
+% echo d > /sys/module/$MOD/parameters/sleep
+% kpmove read $READ > r7 &
+% echo 'check patch c1 $old $new' > control
+kpatch: check patch 'c1': would fail (-16): 2 tasks in the way
+kpatch: check patch 'c1': pid $pid (kpmove) in kpatch_test_move_read_old+0x_/0x_ [$MOD], which it would move out of the way
+kpatch: check patch 'c1': pid $pid7 (kpmove) in kpatch_test_move_read_old+0x_/0x_ [$MOD]
+% echo 0 > /sys/module/$MOD/parameters/hold
+% echo s > /sys/module/$MOD/parameters/sleep
+EOF
+set_param kpatch retries "$retries"
+check_no_splat
+
+for kind in d:uninterruptible k:killable; do
+	start_test "a reader in $(echo "$kind" | cut -d: -f2) sleep stays in the way"
+	log_mark
+	mparam sleep "${kind%%:*}"
+	mparam hold 1
+	reader r8
+	pid=$READER
+	check "the reader sleeps" wait_until sleeping_is 1
+	wakeups=$(modparam "$MOD" wakeups)
+	save_state
+	write "patch u1 $old $new"
+	check_eq "patch u1 -> EBUSY" EBUSY "$KP_RESULT"
+	check_state_unchanged
+	check_eq "no wake-up of the reader" "$wakeups" "$(modparam "$MOD" wakeups)"
+	check "the reader still sleeps" sleeping_is 1
+	release
+	check_eq "the read returns the old function's answer" old "$(answer r8)"
+	mparam sleep s
+	check_transcript "the log names the reader, at every try" <<EOF
+% echo ${kind%%:*} > /sys/module/$MOD/parameters/sleep
+% echo 1 > /sys/module/$MOD/parameters/hold
+% kpmove read $READ > r8 &
+% echo 'patch u1 $old $new' > control
+$(refused_lines patch u1 "kpatch_test_move_read_old+0x_/0x_ [$MOD] is on the stack of pid $pid (kpmove)")
+% echo 0 > /sys/module/$MOD/parameters/hold
+% echo s > /sys/module/$MOD/parameters/sleep
+EOF
+	check_no_splat
+done
+
+start_test "a fatal signal ends a hold at once"
+log_mark
+set_param kpatch retries 100
+set_param kpatch retry_delay_ms 100
+mparam hold 1
+reader r9
+held=$READER
+check "the first reader sleeps" wait_until sleeping_is 1
+mparam sleep d
+reader r10
+stuck=$READER
+check "the second reader sleeps, uninterruptibly" wait_until sleeping_is 2
+log_kp "patch f1 $old $new" "&"
+"$KPMOVE" write "$KP_CONTROL" "patch f1 $old $new" >"$KP_TMP/f1" 2>&1 &
+writer=$!
+check "the first reader is moved" wait_until moved_in_log "$held"
+log_command "kill -9 $held"
+kill -9 "$held"
+check "it is gone while the write still waits" wait_until test ! -e "/proc/$held"
+check "the write still waits" test -e "/proc/$writer"
+mparam hold 0
+mparam sleep s
+wait "$writer"
+check_eq "patch f1 -> OK, once the other reader left" OK \
+	"$(cut -d' ' -f1 "$KP_TMP/f1")"
+wait "$stuck"
+readers=
+expect_ok unpatch f1
+set_param kpatch retries "$retries"
+set_param kpatch retry_delay_ms "$delay"
+check_no_splat
+
+start_test "move=N: an interruptible sleeper stays in the way"
+log_mark
+set_param kpatch move N
+set_param kpatch retries 0
+mparam hold 1
+reader r11
+pid=$READER
+check "the reader sleeps" wait_until sleeping_is 1
+save_state
+write "patch n1 $old $new"
+check_eq "patch n1 -> EBUSY" EBUSY "$KP_RESULT"
+check_state_unchanged
+release
+check_eq "the read returns the old function's answer" old "$(answer r11)"
+set_param kpatch move Y
+set_param kpatch retries "$retries"
+check_transcript "the log names the reader" <<EOF
+% echo N > /sys/module/kpatch/parameters/move
+% echo 0 > /sys/module/kpatch/parameters/retries
+% echo 1 > /sys/module/$MOD/parameters/hold
+% kpmove read $READ > r11 &
+% echo 'patch n1 $old $new' > control
+kpatch: patch 'n1' refused: kpatch_test_move_read_old+0x_/0x_ [$MOD] is on the stack of pid $pid (kpmove)
+% echo 0 > /sys/module/$MOD/parameters/hold
+% echo Y > /sys/module/kpatch/parameters/move
+% echo $retries > /sys/module/kpatch/parameters/retries
+EOF
+check_no_splat
+
+start_test "a hot function: 8 processes call getpid"
+log_mark
+rm -f "$KP_TMP/hot.stop"
+log_command "kpmove hot 8 hot.stop 10 &"
+"$KPMOVE" hot 8 "$KP_TMP/hot.stop" 10 >"$KP_TMP/hot.out" 2>&1 &
+hot=$!
+for round in 1 2 3; do
+	write "patch hot$round $getpid $getpid_new"
+	check_eq "patch hot$round -> OK" OK "$KP_RESULT"
+	write "unpatch hot$round"
+	check_eq "unpatch hot$round -> OK" OK "$KP_RESULT"
+done
+log_command "touch hot.stop"
+: >"$KP_TMP/hot.stop"
+wait "$hot"
+hot=
+diag "$(cat "$KP_TMP/hot.out")"
+check_grep "every getpid answered right" 'wrong=0$' "$(cat "$KP_TMP/hot.out")"
+check "the new function ran" modparam_positive "$MOD" getpid_calls
+# Which caller is preempted in getpid when is the scheduler's: the lines
+# of the tasks moved and of the tries are left out.
+check_transcript -x "$(busy_re '(un)?patch' 'hot[123]')" "patched and unpatched, three times" <<EOF
+% kpmove hot 8 hot.stop 10 &
+% echo 'patch hot1 $getpid $getpid_new' > control
+kpatch: patch 'hot1' enabled (1 function)
+% echo 'unpatch hot1' > control
+kpatch: patch 'hot1' removed
+% echo 'patch hot2 $getpid $getpid_new' > control
+kpatch: patch 'hot2' enabled (1 function)
+% echo 'unpatch hot2' > control
+kpatch: patch 'hot2' removed
+% echo 'patch hot3 $getpid $getpid_new' > control
+kpatch: patch 'hot3' enabled (1 function)
+% echo 'unpatch hot3' > control
+kpatch: patch 'hot3' removed
+% touch hot.stop
+EOF
+check_no_splat

@@ -1,0 +1,321 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kpatch_test_move - functions that user tasks sleep or are preempted in,
+ * for the kpatch selftests of moving tasks out of an update's way
+ * (test-moving.sh) and for make bench.
+ *
+ * A read: /sys/kernel/debug/kpatch_test_move/read calls
+ * kpatch_test_move_read_old(), whose replacement is
+ * kpatch_test_move_read_new().  Each waits while "hold" is 1, then
+ * returns its answer, "old\n" or "new\n", which the read returns.  The
+ * wait is interruptible, as a read's is, and ends with -ERESTARTSYS when a
+ * signal (or kpatch's fake one) is pending; with "sleep" set to "d" it is
+ * uninterruptible, "k" killable.  "sleeping" reads the tasks in a wait,
+ * "wakeups" how often a wait woke while "hold" was still 1 (counted when
+ * it woke without a signal pending: "spurious").
+ *
+ * Which version an update put in effect is set by the stop hooks, inside
+ * stop_machine(): kpatch_test_move_stop_patch() says "new",
+ * kpatch_test_move_stop_unpatch() "old" (give them as stop-patch= and
+ * stop-unpatch= on the control file).  A function that returns its answer
+ * while the other version is in effect counts in "late": a task ran old
+ * code after the update took effect.  "answers" reads how many answers
+ * each gave: "old=N new=N".
+ *
+ * Writing 1 to "api" patches the module's own read with kpatch_register()
+ * (the patch is named after the module, with both stop hooks); 0 takes it
+ * out with kpatch_unregister(); each logs what it returned.
+ *
+ * A poll: kpatch_test_move_hrtimeout() is the kernel's
+ * schedule_hrtimeout_range_clock(), through which every poll(2),
+ * select(2) and epoll_wait(2) sleeps, rebuilt from the exported hrtimer
+ * interface, counting its calls in "hrtimeout_calls".
+ *
+ * A hot function: kpatch_test_move_getpid() answers getpid(2) as the
+ * kernel does, counting its calls in "getpid_calls".
+ */
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/atomic.h>
+#include <linux/debugfs.h>
+#include <linux/fs.h>
+#include <linux/hrtimer.h>
+#include <linux/kernel.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/pid.h>
+#include <linux/sched.h>
+#include <linux/sched/signal.h>
+#include <linux/uaccess.h>
+#include <linux/wait.h>
+
+#include "kpatch.h"
+#include "kpatch_test.h"
+
+#define KPATCH_MOVE_OLD		0
+#define KPATCH_MOVE_NEW		1
+
+static DECLARE_WAIT_QUEUE_HEAD(kpatch_move_wq);
+
+static bool hold;
+
+static int kpatch_move_hold_set(const char *val, const struct kernel_param *kp)
+{
+	int ret = param_set_bool(val, kp);
+
+	if (!ret)
+		wake_up_all(&kpatch_move_wq);
+	return ret;
+}
+
+static const struct kernel_param_ops kpatch_move_hold_ops = {
+	.set = kpatch_move_hold_set,
+	.get = param_get_bool,
+};
+module_param_cb(hold, &kpatch_move_hold_ops, &hold, 0644);
+MODULE_PARM_DESC(hold, "1 keeps a reader waiting in the read's function");
+
+static char sleep_kind[4] = "s";
+module_param_string(sleep, sleep_kind, sizeof(sleep_kind), 0644);
+MODULE_PARM_DESC(sleep, "how a reader waits: s interruptibly (default), d uninterruptibly, k killable");
+
+static atomic_t sleeping = ATOMIC_INIT(0);
+static atomic_t wakeups = ATOMIC_INIT(0);
+static atomic_t late = ATOMIC_INIT(0);
+static atomic_t answers[2] = { ATOMIC_INIT(0), ATOMIC_INIT(0) };
+static atomic_long_t hrtimeout_calls = ATOMIC_LONG_INIT(0);
+static atomic_long_t getpid_calls = ATOMIC_LONG_INIT(0);
+
+static int kpatch_move_atomic_get(char *buffer, const struct kernel_param *kp)
+{
+	return scnprintf(buffer, PAGE_SIZE, "%d\n", atomic_read(kp->arg));
+}
+
+static int kpatch_move_along_get(char *buffer, const struct kernel_param *kp)
+{
+	return scnprintf(buffer, PAGE_SIZE, "%ld\n",
+			 atomic_long_read(kp->arg));
+}
+
+static const struct kernel_param_ops kpatch_move_atomic_ops = {
+	.get = kpatch_move_atomic_get,
+};
+
+static const struct kernel_param_ops kpatch_move_along_ops = {
+	.get = kpatch_move_along_get,
+};
+module_param_cb(sleeping, &kpatch_move_atomic_ops, &sleeping, 0444);
+module_param_cb(wakeups, &kpatch_move_atomic_ops, &wakeups, 0444);
+module_param_cb(late, &kpatch_move_atomic_ops, &late, 0444);
+module_param_cb(hrtimeout_calls, &kpatch_move_along_ops, &hrtimeout_calls, 0444);
+module_param_cb(getpid_calls, &kpatch_move_along_ops, &getpid_calls, 0444);
+
+static int kpatch_move_answers_get(char *buffer, const struct kernel_param *kp)
+{
+	return scnprintf(buffer, PAGE_SIZE, "old=%d new=%d\n",
+			 atomic_read(&answers[KPATCH_MOVE_OLD]),
+			 atomic_read(&answers[KPATCH_MOVE_NEW]));
+}
+
+static const struct kernel_param_ops kpatch_move_answers_ops = {
+	.get = kpatch_move_answers_get,
+};
+module_param_cb(answers, &kpatch_move_answers_ops, NULL, 0444);
+
+/* The version the last update put in effect, set by the stop hooks. */
+static int kpatch_move_in_effect = KPATCH_MOVE_OLD;
+
+/*
+ * Wait while "hold" is 1, as "sleep" says; -ERESTARTSYS if a signal, or
+ * a fake one, ended an interruptible or killable wait.
+ */
+static int kpatch_move_wait(void)
+{
+	unsigned int state = sleep_kind[0] == 'd' ? TASK_UNINTERRUPTIBLE :
+			     sleep_kind[0] == 'k' ? TASK_KILLABLE :
+						    TASK_INTERRUPTIBLE;
+	DEFINE_WAIT(wait);
+	int ret = 0;
+
+	atomic_inc(&sleeping);
+	for (;;) {
+		prepare_to_wait(&kpatch_move_wq, &wait, state);
+		if (!READ_ONCE(hold))
+			break;
+		if (signal_pending_state(state, current)) {
+			ret = -ERESTARTSYS;
+			break;
+		}
+		schedule();
+		if (READ_ONCE(hold) && !signal_pending(current))
+			atomic_inc(&wakeups);
+	}
+	finish_wait(&kpatch_move_wq, &wait);
+	atomic_dec(&sleeping);
+	return ret;
+}
+
+/* Give the answer of version @v, counting it late if the other is in effect. */
+static ssize_t kpatch_move_answer(int v, char *buf)
+{
+	int ret = kpatch_move_wait();
+
+	if (ret)
+		return ret;
+	if (READ_ONCE(kpatch_move_in_effect) != v)
+		atomic_inc(&late);
+	atomic_inc(&answers[v]);
+	return scnprintf(buf, 8, "%s\n", v == KPATCH_MOVE_NEW ? "new" : "old");
+}
+
+noinline ssize_t kpatch_test_move_read_old(char *buf)
+{
+	return kpatch_move_answer(KPATCH_MOVE_OLD, buf);
+}
+
+noinline ssize_t kpatch_test_move_read_new(char *buf)
+{
+	return kpatch_move_answer(KPATCH_MOVE_NEW, buf);
+}
+
+noinline int kpatch_test_move_stop_patch(struct kpatch_module *kpmod)
+{
+	WRITE_ONCE(kpatch_move_in_effect, KPATCH_MOVE_NEW);
+	return 0;
+}
+
+noinline int kpatch_test_move_stop_unpatch(struct kpatch_module *kpmod)
+{
+	WRITE_ONCE(kpatch_move_in_effect, KPATCH_MOVE_OLD);
+	return 0;
+}
+
+static ssize_t kpatch_move_read(struct file *file, char __user *ubuf,
+				size_t count, loff_t *ppos)
+{
+	char buf[8];
+	ssize_t n;
+
+	if (*ppos)
+		return 0;
+	n = kpatch_test_move_read_old(buf);
+	if (n < 0)
+		return n;
+	return simple_read_from_buffer(ubuf, count, ppos, buf, n);
+}
+
+static const struct file_operations kpatch_move_fops = {
+	.owner	= THIS_MODULE,
+	.read	= kpatch_move_read,
+	.llseek	= noop_llseek,
+};
+
+/* ---- kpatch_register() ---- */
+
+static struct kpatch_func kpatch_move_funcs[] = {
+	{
+		.old_addr = (unsigned long)kpatch_test_move_read_old,
+		.new_addr = (unsigned long)kpatch_test_move_read_new,
+	},
+};
+
+static struct kpatch_module kpatch_move_kpmod = {
+	.mod = THIS_MODULE,
+	.funcs = kpatch_move_funcs,
+	.num_funcs = ARRAY_SIZE(kpatch_move_funcs),
+	.hooks = {
+		[KPATCH_STOP_PATCH] = kpatch_test_move_stop_patch,
+		[KPATCH_STOP_UNPATCH] = kpatch_test_move_stop_unpatch,
+	},
+};
+
+static int kpatch_move_register_set(const char *val,
+				    const struct kernel_param *kp)
+{
+	bool on;
+	int ret = kstrtobool(val, &on);
+
+	if (ret)
+		return ret;
+	if (on) {
+		ret = kpatch_register(&kpatch_move_kpmod, false);
+		pr_info("kpatch_register() returned %d\n", ret);
+	} else {
+		ret = kpatch_unregister(&kpatch_move_kpmod);
+		pr_info("kpatch_unregister() returned %d\n", ret);
+	}
+	return ret;
+}
+
+static const struct kernel_param_ops kpatch_move_register_ops = {
+	.set = kpatch_move_register_set,
+};
+module_param_cb(api, &kpatch_move_register_ops, NULL, 0200);
+MODULE_PARM_DESC(api, "1: kpatch_register() the read's patch; 0: kpatch_unregister() it");
+
+/* ---- a poll ---- */
+
+int kpatch_test_move_hrtimeout(ktime_t *expires, u64 delta,
+			       const enum hrtimer_mode mode, clockid_t clock_id);
+
+/* The kernel's schedule_hrtimeout_range_clock(), but for the count. */
+noinline int kpatch_test_move_hrtimeout(ktime_t *expires, u64 delta,
+					const enum hrtimer_mode mode,
+					clockid_t clock_id)
+{
+	struct hrtimer_sleeper t;
+
+	atomic_long_inc(&hrtimeout_calls);
+	if (expires && *expires == 0) {
+		__set_current_state(TASK_RUNNING);
+		return 0;
+	}
+	if (!expires) {
+		schedule();
+		return -EINTR;
+	}
+#ifdef KPATCH_TEST_HRTIMER_SETUP
+	hrtimer_setup_sleeper_on_stack(&t, clock_id, mode);
+#else
+	hrtimer_init_sleeper_on_stack(&t, clock_id, mode);
+#endif
+	hrtimer_set_expires_range_ns(&t.timer, *expires, delta);
+	hrtimer_sleeper_start_expires(&t, mode);
+	if (likely(t.task))
+		schedule();
+	hrtimer_cancel(&t.timer);
+	destroy_hrtimer_on_stack(&t.timer);
+	__set_current_state(TASK_RUNNING);
+	return !t.task ? 0 : -EINTR;
+}
+
+/* ---- a hot function ---- */
+
+noinline long kpatch_test_move_getpid(void)
+{
+	atomic_long_inc(&getpid_calls);
+	return task_tgid_vnr(current);
+}
+
+static struct dentry *kpatch_move_dir;
+
+static int __init kpatch_test_move_init(void)
+{
+	kpatch_move_dir = debugfs_create_dir(KBUILD_MODNAME, NULL);
+	debugfs_create_file("read", 0444, kpatch_move_dir, NULL,
+			    &kpatch_move_fops);
+	return 0;
+}
+
+/* The patch of "register" pins the module: it is out by now. */
+static void __exit kpatch_test_move_exit(void)
+{
+	debugfs_remove_recursive(kpatch_move_dir);
+}
+
+module_init(kpatch_test_move_init);
+module_exit(kpatch_test_move_exit);
+
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("kpatch selftest: functions that user tasks sleep or are preempted in");

@@ -86,6 +86,9 @@ release() {
 KP_CLEANUP_HOOK=release
 
 setup_modules kpatch kpatch_test_target "$PC" "$SC"
+# What the stack check finds where readers sleep is what this script
+# checks: kpatch does not move them out of the way here (test-moving.sh).
+set_param kpatch move N || bail "setup: kpatch's move=N"
 g=$(sym kpatch_test_pc_g "$PC") || bail "setup: find kpatch_test_pc_g"
 pg=$(sym kpatch_test_pc_plain_g "$PC") || bail "setup: find kpatch_test_pc_plain_g"
 b=$(sym kpatch_test_value_b kpatch_test_target) || bail "setup: find kpatch_test_value_b"

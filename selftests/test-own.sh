@@ -174,6 +174,9 @@ release_all() {
 KP_CLEANUP_HOOK=release_all
 
 setup_modules kpatch kpatch_test_target kpatch_test_new "$OWN"
+# What the stack check finds where readers sleep is what this script
+# checks: kpatch does not move them out of the way here (test-moving.sh).
+set_param kpatch move N || bail "setup: kpatch's move=N"
 a=$(sym kpatch_test_value_a kpatch_test_target) || bail "setup: find kpatch_test_value_a"
 b=$(sym kpatch_test_value_b kpatch_test_target) || bail "setup: find kpatch_test_value_b"
 b1=$(sym kpatch_test_value_b_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_b_v1"

@@ -46,6 +46,9 @@ release() {
 KP_CLEANUP_HOOK=release
 
 setup_modules kpatch kpatch_test_target "$SC"
+# What the stack check finds where readers sleep is what this script
+# checks: kpatch does not move them out of the way here (test-moving.sh).
+set_param kpatch move N || bail "setup: kpatch's move=N"
 b=$(sym kpatch_test_value_b kpatch_test_target) || bail "setup: find kpatch_test_value_b"
 tail=$(sym kpatch_test_sc_tail "$SC") || bail "setup: find kpatch_test_sc_tail"
 set_param kpatch retries 0

@@ -4,15 +4,22 @@
 # debug-kernel.sh - build the test bed's debug kernel, unless it is cached,
 # and print its kernel release (e.g. 6.1.192-kpatch-debug).
 #
-# Linux 6.1 from Debian's linux-source-6.1 (/usr/src/linux-source-6.1.tar.xz),
-# configured as tinyconfig plus selftests/debug-kernel.config: lockdep,
+#   debug-kernel.sh                  build it (unless cached) and print it
+#   debug-kernel.sh --check VERSION  print it and succeed if the kernel of
+#                                    linux-source-6.1 VERSION is cached
+#
+# Linux 6.1 from Debian's linux-source-6.1, whose tarball testbed.sh setup
+# downloads into $KPATCH_CACHE/src/ (linux-source-6.1.tar.xz, with the
+# package's version in linux-source-6.1.version), configured as
+# tinyconfig plus selftests/harness/debug-kernel.config: lockdep,
 # PROVE_RCU, KASAN, atomic-sleep and preempt checks, DEBUG_LIST, fault
 # injection, and module signing for the lockdown boot.  testbed.sh setup
 # runs it and adds the kernel to kernels.list.
 #
 # The result, in $KPATCH_CACHE/kernels/<release>/:
 #   vmlinuz, config      the kernel and its .config
-#   linux/               the extracted source
+#   linux/               the extracted source (lint.sh runs its
+#                        scripts/checkpatch.pl)
 #   linux/obj/           the O= tree (build: a link to it), against which
 #                        external modules are built; certs/signing_key.*
 #                        sign them
@@ -22,8 +29,8 @@
 # fragment and of this script, and the compiler version: changing any of
 # them rebuilds.  The build runs in a temporary directory next to the
 # result and is renamed into place when complete, so a failed or
-# interrupted build never leaves a directory that looks complete.  Needs
-# root the first time (apt-get install of the build dependencies).
+# interrupted build never leaves a directory that looks complete.  The
+# build tools (BUILD_PACKAGES) are the host's, which setup installs.
 #
 # Environment:
 #   KPATCH_CACHE   cache dir (default /var/cache/kpatch-testbed)
@@ -36,9 +43,9 @@ CACHE=${KPATCH_CACHE:-/var/cache/kpatch-testbed}
 KERNELS=$CACHE/kernels
 FRAGMENT=$HERE/debug-kernel.config
 SOURCE_PKG=linux-source-6.1
-TARBALL=/usr/src/$SOURCE_PKG.tar.xz
-BUILD_PACKAGES=("$SOURCE_PKG" bc bison flex libssl-dev libelf-dev openssl
-	xz-utils gcc make)
+TARBALL=$CACHE/src/$SOURCE_PKG.tar.xz
+VERSION_FILE=$CACHE/src/$SOURCE_PKG.version
+BUILD_PACKAGES=(bc bison flex libssl-dev libelf-dev openssl xz-utils gcc make)
 KEY_FILE=debug-kernel.key
 
 export LC_ALL=C DEBIAN_FRONTEND=noninteractive
@@ -51,15 +58,12 @@ die() { log "error: $*"; exit 1; }
 need_packages() {
 	local missing=() p
 	for p in "${BUILD_PACKAGES[@]}"; do
+		# shellcheck disable=SC2016 # a dpkg-query format
 		[[ $(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null) == ii* ]] ||
 			missing+=("$p")
 	done
-	((${#missing[@]} == 0)) && return 0
-	((EUID == 0)) || die "missing ${missing[*]} (run as root to install them)"
-	log "apt-get install ${missing[*]}"
-	apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 ||
-		{ apt-get update -q >&2 &&
-		  apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; }
+	((${#missing[@]} == 0)) ||
+		die "the host lacks ${missing[*]} (selftests/harness/testbed.sh setup installs them)"
 }
 
 # complete DIR: DIR holds a finished build with key $KEY
@@ -86,9 +90,14 @@ check_config() {
 	return "$bad"
 }
 
-need_packages
-[[ -r $TARBALL ]] || die "$TARBALL not found ($SOURCE_PKG installed?)"
-PKG_VERSION=$(dpkg-query -W -f='${Version}' "$SOURCE_PKG")
+CHECK=0
+case $# in
+0) PKG_VERSION=$(cat "$VERSION_FILE" 2>/dev/null) ||
+	die "no $VERSION_FILE (selftests/harness/testbed.sh setup downloads the source)" ;;
+2) [[ $1 == --check ]] || die "usage: $0 [--check VERSION]"
+   CHECK=1 PKG_VERSION=$2 ;;
+*) die "usage: $0 [--check VERSION]" ;;
+esac
 LOCALVERSION=$(sed -n 's/^CONFIG_LOCALVERSION="\(.*\)"$/\1/p' "$FRAGMENT")
 [[ -n $LOCALVERSION ]] || die "no CONFIG_LOCALVERSION in $FRAGMENT"
 # 6.1.192-3 -> 6.1.192; checked against the built kernel's release below.
@@ -105,6 +114,9 @@ if complete "$DIR"; then
 	echo "$KVER"
 	exit 0
 fi
+((!CHECK)) || exit 1
+need_packages
+[[ -r $TARBALL ]] || die "$TARBALL not found (selftests/harness/testbed.sh setup downloads it)"
 
 mkdir -p "$KERNELS"
 exec 8>"$KERNELS/.debug-kernel.lock"

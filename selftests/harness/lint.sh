@@ -3,9 +3,10 @@
 #
 # lint.sh - review gates; any finding fails the run.
 #
-#   checkpatch.pl --strict (from Debian's linux-source package) on kpatch.c,
-#     kpatch.h, the test modules, the example patch module and the guest
-#     helpers (selftests/*.c)
+#   checkpatch.pl --strict (from Debian's linux-source-6.1: the debug
+#     kernel's source tree in the cache) on kpatch.c, kpatch.h, the test
+#     modules, the example patch module and the guest helpers
+#     (selftests/*.c)
 #   builds of kpatch.ko, the test modules and the example patch module,
 #     plain and hooked, with W=1 and sparse at once (make W=1 C=2: one
 #     compile that gives both the compiler's and sparse's diagnostics), on
@@ -22,7 +23,9 @@
 #   one version string in kpatch.c, dkms.conf, README.md, Documentation.txt
 #     and the example's Makefile
 #
-# Installs what it needs.  Run from anywhere; `make lint` runs it.
+# Needs the test bed's cache (`make lint` sets it up first); what else it
+# needs (sparse, shellcheck) it installs into the host as setup does
+# (testbed.sh install).  Run from anywhere.
 
 set -euo pipefail
 
@@ -36,37 +39,30 @@ fail() {
 	failures=$((failures + 1))
 }
 
-need() { # need PACKAGE...: install the Debian packages that are missing
-	local missing=() p
-	for p in "$@"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
-			missing+=("$p")
-	done
-	((${#missing[@]} == 0)) && return
-	log "installing ${missing[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >&2 ||
-		{ apt-get update -q >&2 &&
-		  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >&2; }
+# need PACKAGE...: the Debian packages the host lacks installed, as
+# testbed.sh setup installs them (and listed for its purge)
+need() {
+	"$SRC/selftests/harness/testbed.sh" install "$@"
 }
 
-# checkpatch.pl and the data files it reads, from linux-source-6.1, cached.
+# checkpatch: checkpatch.pl, with the data files it reads beside it: that
+# of the debug kernel's source (linux-source-6.1, see debug-kernel.sh)
 checkpatch() {
-	local dir=$CACHE/checkpatch
-	if [[ ! -x $dir/scripts/checkpatch.pl ]]; then
-		need linux-source-6.1
-		rm -rf "$dir" && mkdir -p "$dir"
-		tar -xJf /usr/src/linux-source-6.1.tar.xz -C "$dir" \
-			--strip-components=1 \
-			linux-source-6.1/scripts/checkpatch.pl \
-			linux-source-6.1/scripts/spelling.txt \
-			linux-source-6.1/scripts/const_structs.checkpatch
-	fi
-	echo "$dir/scripts/checkpatch.pl"
+	local kver
+	while read -r kver; do
+		if [[ -e $CACHE/kernels/$kver/debug-kernel.key &&
+		      -x $CACHE/kernels/$kver/linux/scripts/checkpatch.pl ]]; then
+			echo "$CACHE/kernels/$kver/linux/scripts/checkpatch.pl"
+			return 0
+		fi
+	done <"$CACHE/kernels.list"
+	return 1
 }
 
 gate_checkpatch() {
 	local cp f out
-	cp=$(checkpatch)
+	[[ -s $CACHE/kernels.list ]] || { fail "no kernels: run testbed.sh setup"; return; }
+	cp=$(checkpatch) || { fail "checkpatch: no debug kernel source in $CACHE/kernels"; return; }
 	for f in "$SRC"/kpatch.c "$SRC"/kpatch.h "$SRC"/selftests/*.c \
 		 "$SRC"/selftests/test_modules/*.[ch] \
 		 "$SRC"/selftests/example/*.c \

@@ -9,13 +9,15 @@
 # ...; *-kpatch-debug), is built from Debian's linux-source-6.1 by
 # selftests/harness/debug-kernel.sh.
 #
-# The versions come from Debian's meta packages at setup; a missing
-# bookworm-backports source is derived from the machine's debian.sources.
-# From 7.x the vmlinuz is in linux-binary-KVER.  7.x's headers need a
-# newer compiler and libc than bookworm's, so its modules are built in a
-# Debian unstable chroot (debootstrap --variant=minbase, kept in the
-# cache).  The PREEMPT_RT kernel runs only RT_TESTS unless KPATCH_TESTS
-# names scripts.  The debug kernel's modules are signed with its build key.
+# The versions come from Debian's meta packages at setup, read by an apt
+# of the test bed's own, whose sources are derived from the machine's
+# (see "setup"): what it downloads is unpacked into the cache and nothing
+# of it is installed into the host.  From 7.x the vmlinuz is in
+# linux-binary-KVER.  7.x's headers need a newer compiler and libc than
+# bookworm's, so its modules are built in a Debian unstable chroot
+# (debootstrap --variant=minbase, kept in the cache).  The PREEMPT_RT
+# kernel runs only RT_TESTS unless KPATCH_TESTS names scripts.  The debug
+# kernel's modules are signed with its build key.
 #
 # Guests: -accel tcg,thread=single -cpu max -smp 2 -m 1G, the kernel and
 # a busybox initramfs; round-robin TCG because with one host thread per
@@ -28,10 +30,16 @@
 # refused with the reason in the log (Debian's kernels): see
 # selftests/lockdown.sh.
 #
-#   testbed.sh setup [--demo]     install packages, headers and guest kernels,
-#                                 and every Debian 12 and unstable kernel
-#                                 header package (for lint.sh);
-#                                 --demo: only the demo's (Debian 12's 6.1)
+#   testbed.sh setup [--demo]     install the host's packages, and into the
+#                                 cache the guest kernels, their headers,
+#                                 every Debian 12 and unstable kernel
+#                                 header package (for lint.sh) and the
+#                                 debug kernel; first says what it will
+#                                 download; --demo: only the demo's kernel
+#                                 (Debian 12's 6.1)
+#   testbed.sh install PKG...     install Debian packages into the host as
+#                                 setup does (listed in host-packages);
+#                                 lint.sh uses it
 #   testbed.sh build KVER OUTDIR  build kpatch.ko (plain and hooked), test modules
 #                                 and the guest helpers (selftests/*.c) for KVER;
 #                                 `make install` it into OUTDIR/stage and build
@@ -49,8 +57,12 @@
 #   testbed.sh bench [KVER...]    benchmarks under icount (selftests/bench/)
 #
 # Environment:
-#   KPATCH_CACHE         cache dir (default /var/cache/kpatch-testbed)
-#                        (chroot/unstable: Debian unstable, for its kernel)
+#   KPATCH_CACHE         cache dir (default /var/cache/kpatch-testbed):
+#                        apt/ (the test bed's apt), kernels/ (vmlinuz,
+#                        config; the debug kernel's tree), headers/ (the
+#                        Debian 12 header trees), src/ (linux-source-6.1),
+#                        chroot/unstable (Debian unstable, for its kernel),
+#                        build/ (the runs), bench/
 #   KPATCH_TEST_TIMEOUT  seconds per kernel for `run` (default 1200; 2400
 #                        for the debug kernel and the PREEMPT_RT one)
 #   KPATCH_LOCKDOWN_TIMEOUT  seconds for the lockdown boot (default 300;
@@ -88,16 +100,34 @@ JOBS=${KPATCH_JOBS:-$(nproc)}
 # Run from `make -jN` (.ci/run: make -j2 lint check), the kernel builds
 # here must not join that make's jobserver: they choose their own -j.
 unset MAKEFLAGS MFLAGS MAKELEVEL GNUMAKEFLAGS
+# The machine's apt sources, read to find its Debian mirror (debian_uri).
 # Overridable only to test the source-file logic against a scratch dir.
 APT_SOURCES_DIR=${KPATCH_APT_SOURCES_DIR:-/etc/apt/sources.list.d}
-BACKPORTS_SOURCES=$APT_SOURCES_DIR/kpatch-testbed-backports.sources
+DEBIAN_KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 
+# In the cache: the test bed's own apt (see setup), the .debs while they
+# are unpacked, the root of the Debian 12 header trees, linux-source-6.1's
+# tarball, and the list of the packages setup added to the host.
+APT_DIR=$CACHE/apt
+DEBS=$CACHE/debs
+HDR_ROOT=$CACHE/headers
+SRC_DIR=$CACHE/src
+HOST_RECORD=$CACHE/host-packages
+HOST_REMOVED=$CACHE/host-packages-removed
+SOURCE_PKG=linux-source-6.1
+
+# The host's packages (README.md, "Run the tests", names them): what `run`
+# and `demo` run (PACKAGES), and for a full setup (PACKAGES_FULL)
+# debootstrap for the unstable chroot, the debug kernel's build tools
+# (debug-kernel.sh) and lint.sh's sparse and shellcheck.  Besides, what
+# Debian's header packages depend on but other kernel packages (pahole,
+# gcc-12, ...: header_debs).
 # perl: the W=1 builds run the kernel's scripts/kernel-doc, which needs more
 # of perl than perl-base (Pod::Usage), and a minimal Debian has no more.
 PACKAGES=(qemu-system-x86 busybox-static cpio gzip gcc make libc6-dev libelf-dev
 	perl coreutils util-linux)
-# Only for a full setup (not --demo): the unstable chroot.
-PACKAGES_FULL=(debootstrap)
+PACKAGES_FULL=(debootstrap bc bison flex libssl-dev openssl xz-utils sparse
+	shellcheck)
 META=linux-image-amd64
 # The PREEMPT_RT kernel that is booted too: backports' (see cmd_setup).
 META_RT=linux-image-rt-amd64
@@ -106,9 +136,9 @@ SUITES_STABLE='bookworm|bookworm-security|bookworm-updates'
 SUITES_BPO='bookworm-backports'
 # The header meta packages a user installs, one per flavour and line of
 # kernels: linux-headers-[X.Y-][FLAVOUR-]amd64 (generic, cloud, rt, and
-# a newer line offered beside the suite's own).  Each suite's (and the
-# unstable chroot's) are resolved at setup, and lint.sh builds kpatch.ko
-# against every header package they depend on (headers.list).
+# a newer line offered beside the suite's own).  Each suite's are resolved
+# at setup, and lint.sh builds kpatch.ko against every header package they
+# depend on (headers.list).
 HEADERS_META_RE='^linux-headers-([0-9]+\.[0-9]+-)?([a-z]+-)?amd64$'
 # The newest kernel is Debian unstable's.  Its headers need a newer compiler
 # and libc than bookworm's, so it is built in an unstable chroot (debootstrap,
@@ -137,23 +167,24 @@ usage() {
 # ---------------------------------------------------------------- locks ----
 
 # Two flock(1) locks per cache, and no command waits for them: the second
-# one stops with a message.  $CACHE/.lock: `setup` installs headers and
+# one stops with a message.  $CACHE/.lock: `setup` unpacks headers and
 # replaces kernels and lists, so it holds it alone; `run`, `demo`, `bench`,
 # `build` and `kmake` (so lint.sh too) share it.  $BUILDROOT/.lock: `run`
 # and `demo` build and boot in $BUILDROOT, one at a time (lock_cache).
 # Both are held on fds that the guests inherit, until the last one exits.
 CACHE_LOCK=$CACHE/.lock
 
-# lock_setup: $CACHE/.lock, alone; the lock file says who holds it.
+# lock_setup WHAT: $CACHE/.lock, alone, for WHAT (setup); the lock file
+# says who holds it.
 lock_setup() {
 	exec 7>>"$CACHE_LOCK"
 	if ! flock -n -x 7; then
 		if flock -n -s 7; then
-			die "$CACHE is in use by a testbed run, demo, bench or lint (e.g. another make check or make demo); setup would change what it uses: run it again when that has finished, or set KPATCH_CACHE to another cache"
+			die "$CACHE is in use by a testbed run, demo, bench or lint (e.g. another make check or make demo); $1 would change what it uses: run it again when that has finished, or set KPATCH_CACHE to another cache"
 		fi
 		die "another setup is running on $CACHE ($(cat "$CACHE_LOCK" 2>/dev/null)): run it again when that has finished"
 	fi
-	echo "setup, pid $$, started $(date '+%F %T')" >"$CACHE_LOCK"
+	echo "$1, pid $$, started $(date '+%F %T')" >"$CACHE_LOCK"
 }
 
 # lock_shared: $CACHE/.lock, shared with all but setup.  Nothing to lock
@@ -169,65 +200,158 @@ lock_shared() {
 }
 
 # ---------------------------------------------------------------- setup ----
+#
+# Everything setup downloads comes through an apt of the test bed's own
+# (papt): its sources ($APT_DIR/sources.list, derived from the machine's
+# Debian sources: see apt_sources), lists and an empty package status, all
+# in $APT_DIR, so that the host's apt sources, lists and package database
+# are neither read nor changed (the host's apt.conf still applies: a
+# proxy, Check-Valid-Until on a snapshot mirror).  Packages are only
+# downloaded (apt-get download) and unpacked into the cache with dpkg-deb:
+# each kernel's vmlinuz and config into kernels/KVER/, the Debian 12 header
+# packages into the root headers/ (extract_headers), linux-source-6.1's
+# tarball into src/ (debug-kernel.sh builds from it).  Unstable's headers
+# are installed in the unstable chroot, by its own apt.  The host gets only
+# PACKAGES (PACKAGES_FULL) and what Debian's header packages depend on but
+# other kernel packages (host_install); setup lists the packages it added
+# in $HOST_RECORD.
 
-# URIs: of the deb822 stanza of debian.sources whose Suites include bookworm.
-debian_mirror() {
-	local f=$APT_SOURCES_DIR/debian.sources
-	[[ -r $f ]] || die "$f not found"
-	awk '
-		function flush() {
-			if (hit && uri != "" && out == "")
-				out = uri
-			hit = 0; uri = ""
-		}
-		/^[ \t]*$/ { flush(); next }
-		/^[ \t]*#/ { next }
-		tolower($1) == "uris:" { uri = $2 }
-		tolower($1) == "suites:" {
-			for (i = 2; i <= NF; i++)
-				if ($i == "bookworm")
-					hit = 1
-		}
-		END { flush(); if (out != "") print out }
-	' "$f"
+# URI of the machine's own Debian source for SUITE: a deb822 stanza of
+# debian.sources whose Suites name it, else a "deb" line of sources.list
+# or a *.list.  Fails when there is none.
+debian_uri() {
+	local out='' f=$APT_SOURCES_DIR/debian.sources
+	if [[ -r $f ]]; then
+		out=$(awk -v s="$1" '
+			function flush() {
+				if (hit && deb && uri != "" && out == "")
+					out = uri
+				hit = 0; deb = 0; uri = ""
+			}
+			/^[ \t]*$/ { flush(); next }
+			/^[ \t]*#/ { next }
+			tolower($1) == "types:" {
+				for (i = 2; i <= NF; i++)
+					if ($i == "deb")
+						deb = 1
+			}
+			tolower($1) == "uris:" { uri = $2 }
+			tolower($1) == "suites:" {
+				for (i = 2; i <= NF; i++)
+					if ($i == s)
+						hit = 1
+			}
+			END { flush(); if (out != "") print out }
+		' "$f")
+	fi
+	if [[ -z $out ]]; then
+		out=$(cat "${APT_SOURCES_DIR%/*}/sources.list" "$APT_SOURCES_DIR"/*.list 2>/dev/null |
+			awk -v s="$1" '
+				$1 == "deb" {
+					i = 2
+					if ($i ~ /^\[/) {
+						while (i < NF && $i !~ /\]$/)
+							i++
+						i++
+					}
+					if ($(i + 1) == s) { print $i; exit }
+				}')
+	fi
+	[[ -n $out ]] && echo "$out"
 }
 
-backports_configured() {
-	[[ -e $BACKPORTS_SOURCES ]] && return 0
-	local files=("$APT_SOURCES_DIR"/*.sources "$APT_SOURCES_DIR"/*.list
-		"${APT_SOURCES_DIR%/*}/sources.list")
-	grep -qsE '^[[:space:]]*(Suites:.*[[:space:]]bookworm-backports([[:space:]]|$)|deb[[:space:]].*[[:space:]]bookworm-backports([[:space:]]|$))' \
-		"${files[@]}"
+# suite_uri SUITE: debian_uri SUITE, else the URI of the machine's bookworm
+# source (its mirror: backports and unstable are on every Debian mirror).
+# Not for bookworm-security, which is on a mirror of its own.
+suite_uri() {
+	debian_uri "$1" || debian_uri bookworm ||
+		die "no Debian source for bookworm in $APT_SOURCES_DIR/debian.sources or ${APT_SOURCES_DIR%/*}/sources.list"
 }
 
-# Prints "added" when it created the file.
-ensure_backports() {
-	backports_configured && return 0
-	local uri
-	uri=$(debian_mirror)
-	[[ -n $uri ]] || die "no URIs: for suite bookworm in $APT_SOURCES_DIR/debian.sources"
-	log "adding bookworm-backports ($uri) as $BACKPORTS_SOURCES"
-	cat >"$BACKPORTS_SOURCES.tmp" <<-EOF
-		Types: deb
-		URIs: $uri
-		Suites: bookworm-backports
-		Components: main
-		Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-	EOF
-	mv "$BACKPORTS_SOURCES.tmp" "$BACKPORTS_SOURCES"
-	echo added
+# apt_sources: the test bed's sources.list: Debian 12's suites, backports and
+# unstable, main only, each on the machine's source for it (suite_uri).
+# Without a bookworm-security source on the machine, its kernels are left
+# out.
+apt_sources() {
+	local suite uri
+	for suite in ${SUITES_STABLE//|/ } $SUITES_BPO $SID_SUITE; do
+		if [[ $suite == *-security ]]; then
+			uri=$(debian_uri "$suite") || {
+				log "no Debian source for $suite on this machine: its kernels and headers are left out"
+				continue
+			}
+		else
+			uri=$(suite_uri "$suite") || return 1
+		fi
+		echo "deb [signed-by=$DEBIAN_KEYRING] $uri $suite main"
+	done
+}
+
+# papt apt-get|apt-cache ARG...: the test bed's apt (see above).  papt_init
+# first.  Of the index targets it takes only Packages: not the Contents or
+# DEP-11 ones that the host's apt.conf.d may add (apt-file, AppStream).
+PAPT_OPTS=()
+papt_init() {
+	local t
+	PAPT_OPTS=(
+		-o Dir::Etc::SourceList="$APT_DIR/sources.list"
+		-o Dir::Etc::SourceParts="$APT_DIR/sources.list.d"
+		-o Dir::Etc::Preferences="$APT_DIR/preferences"
+		-o Dir::Etc::PreferencesParts="$APT_DIR/preferences.d"
+		-o Dir::State::Lists="$APT_DIR/lists"
+		-o Dir::State::Status="$APT_DIR/status"
+		-o Dir::State::extended_states="$APT_DIR/extended_states"
+		-o Dir::Cache="$APT_DIR/cache"
+		-o Dir::Cache::pkgcache=pkgcache.bin
+		-o Dir::Cache::srcpkgcache=
+		-o APT::Sandbox::User=root
+		-o Acquire::Languages=none)
+	while read -r t; do
+		PAPT_OPTS+=(-o "Acquire::IndexTargets::deb::$t::DefaultEnabled=false")
+	done < <(apt-config dump |
+		sed -n 's/^Acquire::IndexTargets::deb::\([^:]*\)::MetaKey .*/\1/p' |
+		grep -vx Packages | sort -u)
+}
+papt() {
+	local cmd=$1
+	shift
+	"$cmd" "${PAPT_OPTS[@]}" "$@"
+}
+
+# papt_setup: $APT_DIR, its sources written and its lists updated (without
+# a network, lists there from before do).
+papt_setup() {
+	local src start=$SECONDS
+	src=$(apt_sources) || exit 1
+	[[ -r $DEBIAN_KEYRING ]] || die "$DEBIAN_KEYRING not found (package debian-archive-keyring)"
+	mkdir -p "$APT_DIR"/{lists/partial,cache/archives/partial,sources.list.d,preferences.d}
+	[[ -e $APT_DIR/status ]] || : >"$APT_DIR/status"
+	if [[ $(cat "$APT_DIR/sources.list" 2>/dev/null) != "$src" ]]; then
+		echo "$src" >"$APT_DIR/sources.list"
+		rm -f "$APT_DIR/updated"
+	fi
+	papt_init
+	log "apt-get update of the test bed's own sources ($APT_DIR/sources.list)"
+	if papt apt-get update -q >&2; then
+		touch "$APT_DIR/updated"
+	elif [[ -e $APT_DIR/updated ]]; then
+		log "apt-get update failed: going on with the lists of $(date -r "$APT_DIR/updated" '+%F %T')"
+	else
+		die "apt-get update of $APT_DIR/sources.list failed"
+	fi
+	log "apt lists: $((SECONDS - start))s"
 }
 
 APT_UPDATED=0
 apt_update() {
 	((APT_UPDATED)) && return 0
-	log "apt-get update"
+	log "apt-get update (the host's)"
 	apt-get update -q >&2
 	APT_UPDATED=1
 }
 
 apt_install() {
-	log "apt-get install $*"
+	log "apt-get install --no-install-recommends $*"
 	apt-get install -y -q --no-install-recommends "$@" >&2
 }
 
@@ -235,20 +359,47 @@ pkg_installed() {
 	[[ $(dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null) == ii* ]]
 }
 
-# apt_cache [ROOT] ARG...: apt-cache ARG..., in chroot ROOT if not empty
-apt_cache() {
-	local root=$1
-	shift
-	if [[ -n $root ]]; then
-		in_root "$root" apt-cache "$@"
-	else
-		apt-cache "$@"
-	fi
+# host_packages: the packages installed on the host, sorted
+host_packages() {
+	# shellcheck disable=SC2016 # a dpkg-query format
+	dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' |
+		awk '$1 ~ /^ii/ { print $2 }' | sort -u
 }
 
-# meta_versions META SUITES [ROOT]: "VERSION SUITE" for each version of
-# package META offered by the suites matching regex SUITES (apt-cache
-# madison, of chroot ROOT if given).
+# host_install PKG...: the PKGs that the host lacks, named on stderr, then
+# installed with the host's apt (no recommends); every package this adds
+# to the host (theirs and what they depend on) is appended to HOST_RECORD,
+# and one it removes (busybox-static replaces busybox) to HOST_REMOVED.
+host_install() {
+	local p missing=() before added removed
+	for p; do
+		pkg_installed "$p" || missing+=("$p")
+	done
+	((${#missing[@]})) || return 0
+	((EUID == 0)) || die "the host lacks ${missing[*]}: run this as root to install them"
+	log "installing into the host: ${missing[*]} (and what they depend on; listed in $HOST_RECORD)"
+	mkdir -p "$CACHE"
+	# one install at a time: each one's additions are the packages new after it
+	exec 6>>"$CACHE/.host-install.lock"
+	flock 6
+	before=$(host_packages)
+	apt_update
+	apt_install "${missing[@]}" || die "apt-get install ${missing[*]} failed"
+	added=$(comm -13 <(echo "$before") <(host_packages))
+	removed=$(comm -23 <(echo "$before") <(host_packages))
+	if [[ -n $added ]]; then
+		echo "$added" >>"$HOST_RECORD"
+		log "added $(wc -l <<<"$added") packages to the host: $(tr '\n' ' ' <<<"$added")"
+	fi
+	if [[ -n $removed ]]; then
+		echo "$removed" >>"$HOST_REMOVED"
+		log "removed from the host, as they conflict with those: $(tr '\n' ' ' <<<"$removed")"
+	fi
+	exec 6>&-
+}
+
+# meta_versions META SUITES: "VERSION SUITE" for each version of package
+# META offered by the suites matching regex SUITES (apt-cache madison).
 meta_versions() {
 	local ver rest suite
 	while IFS='|' read -r _ ver rest; do
@@ -258,7 +409,7 @@ meta_versions() {
 		suite=${suite%%/*}
 		[[ $suite =~ ^($2)$ ]] || continue
 		echo "$ver $suite"
-	done < <(apt_cache "${3:-}" madison "$1" 2>/dev/null)
+	done < <(papt apt-cache madison "$1" 2>/dev/null)
 }
 
 # meta_version META SUITES: "VERSION SUITE", the highest of meta_versions
@@ -272,10 +423,10 @@ meta_version() {
 	[[ -n $best ]] && echo "$best $from"
 }
 
-# depends_kver [PREFIX]: apt-cache show output of a meta package on stdin
-# -> the <kver> of the PREFIX<kver> (default linux-image-) it depends on
+# depends_kver: apt-cache show output of a meta package on stdin -> the
+# <kver> of the linux-image-<kver> it depends on
 depends_kver() {
-	awk -v p="${1:-linux-image-}" '
+	awk -v p=linux-image- '
 		/^Depends:/ {
 			for (i = 2; i <= NF; i++)
 				if (index($i, p) == 1) {
@@ -286,10 +437,10 @@ depends_kver() {
 		}'
 }
 
-# meta_kver META VERSION [PREFIX [ROOT]]: the <kver> of the PREFIX<kver>
-# that META=VERSION depends on
+# meta_kver META VERSION: the <kver> of the linux-image-<kver> that
+# META=VERSION depends on
 meta_kver() {
-	apt_cache "${4:-}" show "$1=$2" 2>/dev/null | depends_kver "${3:-}"
+	papt apt-cache show "$1=$2" 2>/dev/null | depends_kver
 }
 
 valid_kver() {
@@ -299,7 +450,9 @@ valid_kver() {
 # resolve_kernels "META SUITES"...: "KVER SUITE VER META" for each: the kernel
 # that the highest version of META in the suites matching regex SUITES
 # depends on (the 6.1 kernel: $META $SUITES_STABLE, the 6.12 kernel:
-# $META $SUITES_BPO, its PREEMPT_RT flavour: $META_RT $SUITES_BPO).
+# $META $SUITES_BPO, its PREEMPT_RT flavour: $META_RT $SUITES_BPO,
+# unstable's: $META $SID_SUITE).  Debian's kernel packages have the
+# version of their meta package.
 resolve_kernels() {
 	local spec meta ver suite kver
 	for spec in "$@"; do
@@ -311,17 +464,17 @@ resolve_kernels() {
 	done
 }
 
-# resolve_headers SUITES [ROOT]: "KVER SUITE VER" for every header package
+# resolve_headers SUITES: "KVER SUITE VER" for every header package
 # linux-headers-KVER that a header meta package (HEADERS_META_RE) of the
 # suites matching regex SUITES depends on, VER being the meta package's
-# version; each KVER once, sorted.  With ROOT: that chroot's apt.  Fails
-# when there is none.  (Three apt-cache calls in all: each reads the
-# whole package cache.)
+# version (and the header package's); each KVER once, sorted.  Fails when
+# there is none.  (Three apt-cache calls in all: each reads the whole
+# package cache.)
 resolve_headers() {
-	local suites=$1 root=${2:-} pkg ver rest suite out lines=''
+	local suites=$1 pkg ver rest suite out lines=''
 	local -a metas=() pairs=()
 	local -A from=()
-	mapfile -t metas < <(apt_cache "$root" pkgnames linux-headers- |
+	mapfile -t metas < <(papt apt-cache pkgnames linux-headers- |
 		grep -E "$HEADERS_META_RE" | sort)
 	((${#metas[@]})) || return 1
 	while IFS='|' read -r pkg ver rest; do
@@ -332,9 +485,9 @@ resolve_headers() {
 		[[ $suite =~ ^($suites)$ && -z ${from[$pkg=$ver]:-} ]] || continue
 		from[$pkg=$ver]=$suite
 		pairs+=("$pkg=$ver")
-	done < <(apt_cache "$root" madison "${metas[@]}" 2>/dev/null)
+	done < <(papt apt-cache madison "${metas[@]}" 2>/dev/null)
 	((${#pairs[@]})) || return 1
-	out=$(apt_cache "$root" show "${pairs[@]}" 2>/dev/null | awk '
+	out=$(papt apt-cache show "${pairs[@]}" 2>/dev/null | awk '
 		/^Package:/ { pkg = $2 }
 		/^Version:/ { ver = $2 }
 		/^Depends:/ {
@@ -352,50 +505,195 @@ resolve_headers() {
 	printf '%s' "$lines" | sort -V -k1,1 | awk '!seen[$1]++'
 }
 
-# fetch_kernel KVER [ROOT]: vmlinuz (and config) of KVER from its Debian
-# package, found with the apt of chroot ROOT if given.  From 7.x the vmlinuz
-# is in linux-binary-KVER at usr/lib/modules/KVER/vmlinuz, and the config
-# only in the headers.
-fetch_kernel() {
-	local kver=$1 root=${2:-} dir=$CACHE/kernels/$1 debs tmp pkg vmlinuz config
-	[[ -s $dir/vmlinuz ]] && return 0
-	pkg=linux-image-$kver
-	if [[ -n $root ]] && in_root "$root" apt-cache show "linux-binary-$kver" >/dev/null 2>&1; then
-		pkg=linux-binary-$kver
+# deb_info [OPTION] NAME[=VERSION]...: "NAME VERSION SIZE DEPENDS" (tab
+# separated) of each package, from the test bed's apt (apt-cache show)
+deb_info() {
+	papt apt-cache show "$@" 2>/dev/null | awk '
+		function out() {
+			if (p != "")
+				print p "\t" v "\t" s "\t" d
+			p = ""; d = ""
+		}
+		/^Package:/ { p = $2 }
+		/^Version:/ { v = $2 }
+		/^Size:/ { s = $2 }
+		/^Depends:/ { d = substr($0, 10) }
+		/^$/ { out() }
+		END { out() }'
+}
+
+# header_debs "KVER VER"...: sets HDR_DEBS, the NAME=VERSION of each
+# linux-headers-KVER=VER and of the -common and linux-kbuild packages it
+# needs (at the version the dependency names, else the newest), each once;
+# HDR_BYTES, their size; and HOST_DEPS, every other package they depend
+# on (the first of alternatives) but the kernel packages (linux-*): the
+# host must have those (pahole, gcc-12, ...).
+HDR_DEBS=() HDR_BYTES=0 HOST_DEPS=()
+header_debs() {
+	local kv k v name ver size deps dep op want
+	local -a pairs=() newest=()
+	local -A seen=() host=()
+	HDR_DEBS=() HDR_BYTES=0 HOST_DEPS=()
+	for kv; do
+		read -r k v <<<"$kv"
+		pairs+=("linux-headers-$k=$v")
+	done
+	((${#pairs[@]})) || return 0
+	# two rounds: the packages named, then what they depend on
+	while ((${#pairs[@]} || ${#newest[@]})); do
+		local -a next=() nextnew=()
+		while IFS=$'\t' read -r name ver size deps; do
+			[[ -z ${seen[$name]:-} ]] || continue
+			seen[$name]=1
+			HDR_DEBS+=("$name=$ver")
+			HDR_BYTES=$((HDR_BYTES + size))
+			while read -r dep; do
+				dep=${dep%%|*}
+				read -r dep op want <<<"${dep//[()]/ }"
+				[[ -n $dep && -z ${seen[$dep]:-} ]] || continue
+				case $dep in
+				linux-headers-* | linux-kbuild-*)
+					if [[ $op == = ]]; then
+						next+=("$dep=${want}")
+					else
+						nextnew+=("$dep")
+					fi
+					;;
+				linux-*) ;;
+				*) host[$dep]=1 ;;
+				esac
+			done < <(tr ',' '\n' <<<"$deps")
+		done < <(if ((${#pairs[@]})); then deb_info "${pairs[@]}"; fi
+			 if ((${#newest[@]})); then deb_info --no-all-versions "${newest[@]}"; fi)
+		pairs=("${next[@]}") newest=("${nextnew[@]}")
+	done
+	HOST_DEPS=("${!host[@]}")
+}
+
+# deb_file NAME VERSION: the downloaded .deb of NAME=VERSION in DEBS
+deb_file() {
+	local f
+	for f in "$DEBS/${1}_${2//:/%3a}_"*.deb; do
+		[[ -e $f ]] && echo "$f" && return 0
+	done
+	return 1
+}
+
+# fetch_debs NAME=VERSION...: those not in DEBS yet downloaded there, with
+# the test bed's apt (apt-get download, into DEBS/partial first)
+fetch_debs() {
+	local p todo=() start=$SECONDS bytes
+	for p; do
+		deb_file "${p%%=*}" "${p#*=}" >/dev/null || todo+=("$p")
+	done
+	((${#todo[@]})) || return 0
+	rm -rf "$DEBS/partial"
+	mkdir -p "$DEBS/partial"
+	log "downloading ${#todo[@]} packages into $DEBS"
+	(cd "$DEBS/partial" && papt apt-get download -q "${todo[@]}" >&2) ||
+		die "apt-get download (with $APT_DIR/sources.list) failed"
+	bytes=$(du -sb "$DEBS/partial" | cut -f1)
+	mv "$DEBS"/partial/*.deb "$DEBS/"
+	rmdir "$DEBS/partial"
+	log "downloaded $((bytes / 1000000)) MB in $((SECONDS - start))s"
+}
+
+# image_deb KVER VER: NAME=VER of the package with KVER's vmlinuz: from
+# 7.x linux-binary-KVER, else linux-image-KVER
+image_deb() {
+	if papt apt-cache show "linux-binary-$1=$2" >/dev/null 2>&1; then
+		echo "linux-binary-$1=$2"
+	else
+		echo "linux-image-$1=$2"
 	fi
-	shopt -s nullglob
-	debs=("$CACHE"/debs/"$pkg"_*.deb "$CACHE"/"$pkg"_*.deb)
-	shopt -u nullglob
-	if ((${#debs[@]} == 0)); then
-		mkdir -p "$CACHE/debs"
-		log "apt-get download $pkg"
-		if [[ -n $root ]]; then
-			# shellcheck disable=SC2016 # expanded in the chroot
-			in_root "$root" sh -ec 'cd /var/cache/apt/archives
-				apt-get download -q -o APT::Sandbox::User=root "$0"' "$pkg" >&2
-			mv "$root"/var/cache/apt/archives/"$pkg"_*.deb "$CACHE/debs/"
-		else
-			(cd "$CACHE/debs" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >&2)
-		fi
-		debs=("$CACHE"/debs/"$pkg"_*.deb)
-	fi
-	log "extracting vmlinuz from ${debs[0]}"
+}
+
+# extract_kernel KVER DEB [CONFIG]: vmlinuz and config of KVER, from DEB
+# (image_deb) into kernels/KVER/, then DEB is deleted.  From 7.x the
+# vmlinuz is at usr/lib/modules/KVER/vmlinuz and the config only in the
+# headers (CONFIG).
+extract_kernel() {
+	local kver=$1 deb=$2 config=${3:-} dir=$CACHE/kernels/$1 tmp vmlinuz
+	log "extracting vmlinuz from ${deb##*/}"
 	tmp=$(mktemp -d "$CACHE/tmp.XXXXXX")
 	# Only the kernel: the full tree (modules) is ~0.5 GB and not needed.
-	dpkg-deb --fsys-tarfile "${debs[0]}" |
+	dpkg-deb --fsys-tarfile "$deb" |
 		tar -x -C "$tmp" --wildcards --no-wildcards-match-slash \
 			'./boot/*' "./usr/lib/modules/$kver/vmlinuz" 2>/dev/null || true
 	for vmlinuz in "$tmp/boot/vmlinuz-$kver" "$tmp/usr/lib/modules/$kver/vmlinuz" ''; do
 		[[ -s $vmlinuz ]] && break
 	done
-	[[ -n $vmlinuz ]] || { rm -rf "$tmp"; die "no vmlinuz for $kver in ${debs[0]}"; }
-	config=$tmp/boot/config-$kver
-	[[ -e $config ]] || config=$root/usr/src/linux-headers-$kver/.config
+	[[ -n $vmlinuz ]] || { rm -rf "$tmp"; die "no vmlinuz for $kver in $deb"; }
+	[[ -e $tmp/boot/config-$kver ]] && config=$tmp/boot/config-$kver
+	[[ -s $config ]] || { rm -rf "$tmp"; die "no config for $kver"; }
 	mkdir -p "$dir"
 	cp "$config" "$dir/config"
 	cp "$vmlinuz" "$dir/vmlinuz.tmp"
 	mv "$dir/vmlinuz.tmp" "$dir/vmlinuz"
 	rm -rf "$tmp"
+	rm -f "$deb"
+}
+
+# extract_headers "KVER VER"...: the header trees of the kernels KVER, from
+# HDR_DEBS (header_debs, downloaded), unpacked into the root HDR_ROOT:
+# usr/src/linux-headers-KVER and its -common tree, and
+# usr/lib/linux-kbuild-X.Y with the scripts and tools they link to by
+# relative paths.  The one absolute path in them, the -common tree's
+# Makefile that KVER's Makefile includes, is made to point into HDR_ROOT.
+# A complete tree has .kpatch-testbed; the .debs are deleted.
+extract_headers() {
+	local p deb kv kver mk start=$SECONDS
+	# the -common and kbuild packages first, each KVER's own last
+	for p in "${HDR_DEBS[@]}"; do
+		deb=$(deb_file "${p%%=*}" "${p#*=}") || die "${p%%=*} was not downloaded"
+		for kv; do
+			[[ ${p%%=*} == "linux-headers-${kv%% *}" ]] && continue 2
+		done
+		dpkg-deb -x "$deb" "$HDR_ROOT"
+	done
+	for kv; do
+		kver=${kv%% *}
+		p=linux-headers-$kver
+		deb=$(deb_file "$p" "${kv#* }") || die "$p was not downloaded"
+		dpkg-deb -x "$deb" "$HDR_ROOT"
+		mk=$HDR_ROOT/usr/src/$p/Makefile
+		sed -i "s|^include /usr/|include $HDR_ROOT/usr/|" "$mk"
+		if grep -n '/usr/\(src\|lib\)/' "$mk" | grep -vF "$HDR_ROOT/" >&2; then
+			die "$mk: an absolute path out of $HDR_ROOT (above)"
+		fi
+		touch "$HDR_ROOT/usr/src/$p/.kpatch-testbed"
+	done
+	# /lib/modules/KVER/{build,source}: absolute links to /usr/src, unused
+	rm -rf "${HDR_ROOT:?}/lib"
+	for p in "${HDR_DEBS[@]}"; do
+		rm -f "$(deb_file "${p%%=*}" "${p#*=}")"
+	done
+	log "$# header trees extracted into $HDR_ROOT in $((SECONDS - start))s"
+}
+
+# header_tree_ok KVER: KVER's header tree in HDR_ROOT is complete
+header_tree_ok() {
+	[[ -e $HDR_ROOT/usr/src/linux-headers-$1/.kpatch-testbed ]]
+}
+
+# fetch_source VERSION: linux-source-6.1's tarball, at VERSION, in SRC_DIR
+# (with its version in a file beside it), for debug-kernel.sh
+fetch_source() {
+	local ver=$1 deb
+	if [[ $(cat "$SRC_DIR/$SOURCE_PKG.version" 2>/dev/null) == "$ver" &&
+	      -s $SRC_DIR/$SOURCE_PKG.tar.xz ]]; then
+		return 0
+	fi
+	fetch_debs "$SOURCE_PKG=$ver"
+	deb=$(deb_file "$SOURCE_PKG" "$ver") || die "$SOURCE_PKG was not downloaded"
+	mkdir -p "$SRC_DIR"
+	rm -f "$SRC_DIR/$SOURCE_PKG.version"
+	dpkg-deb --fsys-tarfile "$deb" |
+		tar -xO "./usr/src/$SOURCE_PKG.tar.xz" >"$SRC_DIR/$SOURCE_PKG.tar.xz.tmp"
+	[[ -s $SRC_DIR/$SOURCE_PKG.tar.xz.tmp ]] || die "no usr/src/$SOURCE_PKG.tar.xz in $deb"
+	mv "$SRC_DIR/$SOURCE_PKG.tar.xz.tmp" "$SRC_DIR/$SOURCE_PKG.tar.xz"
+	echo "$ver" >"$SRC_DIR/$SOURCE_PKG.version"
+	rm -f "$deb"
 }
 
 # in_root ROOT CMD...: run CMD in chroot ROOT, with its /proc (objtool reads
@@ -410,15 +708,52 @@ in_root() {
 		DEBIAN_FRONTEND=noninteractive "$@"
 }
 
-# Creates (once) and updates the unstable chroot, installs the headers of
-# every flavour of unstable's kernel in it and fetches the generic one.
-# Sets SID_KERNEL, "KVER SUITE VER" of that one, and SID_HEADERS, the
-# chroot's resolve_headers.
-SID_KERNEL='' SID_HEADERS=''
+# sid_missing "KVER SUITE VER"...: the SID_PACKAGES and linux-headers-KVER=VER
+# that the unstable chroot lacks
+sid_missing() {
+	local p kver ver
+	for p in ${SID_PACKAGES//,/ }; do
+		# shellcheck disable=SC2016 # a dpkg-query format
+		[[ $(in_root "$SID_ROOT" dpkg-query -W -f='${db:Status-Abbrev}' \
+			"$p" 2>/dev/null) == ii* ]] || echo "$p"
+	done
+	for p; do
+		read -r kver _ ver _ <<<"$p"
+		# shellcheck disable=SC2016 # a dpkg-query format
+		if [[ $(in_root "$SID_ROOT" dpkg-query -W -f='${db:Status-Abbrev}' \
+			"linux-headers-$kver" 2>/dev/null) != ii* ]] ||
+		   [[ ! -e $SID_ROOT/lib/modules/$kver/build/Makefile ]]; then
+			echo "linux-headers-$kver=$ver"
+		fi
+	done
+}
+
+# sid_estimate "KVER SUITE VER"...: bytes that a new unstable chroot with
+# those headers downloads: what apt, asked through papt, would fetch for
+# unstable's required packages, apt, SID_PACKAGES and the headers.
+sid_estimate() {
+	local p kver ver
+	local -a pkgs=() sp=()
+	mapfile -t pkgs < <(papt apt-cache dumpavail 2>/dev/null |
+		awk '/^Package:/ { p = $2 } /^Priority: required/ { print p }' | sort -u)
+	IFS=, read -ra sp <<<"$SID_PACKAGES"
+	pkgs+=(apt "${sp[@]}")
+	for p; do
+		read -r kver _ ver _ <<<"$p"
+		pkgs+=("linux-headers-$kver=$ver")
+	done
+	papt apt-get --print-uris -qq -t "$SID_SUITE" install --no-install-recommends \
+		"${pkgs[@]}" 2>/dev/null | awk '{ s += $3 } END { print s + 0 }'
+}
+
+# setup_unstable "KVER SUITE VER"...: the unstable chroot (debootstrap
+# --variant=minbase, made once), with the headers linux-headers-KVER=VER
+# of unstable's kernel and of every flavour (for lint.sh), installed by
+# its apt at the versions of the test bed's lists.
 setup_unstable() {
-	local uri start conf sources stamp=$SID_ROOT/.kpatch-apt-updated ver kver
-	uri=$(debian_mirror)
-	[[ -n $uri ]] || die "no URIs: for suite bookworm in $APT_SOURCES_DIR/debian.sources"
+	local uri start conf sources
+	local -a missing=()
+	uri=$(suite_uri "$SID_SUITE") || exit 1
 	if [[ ! -e $SID_ROOT/.kpatch-testbed ]]; then
 		start=$SECONDS
 		log "creating the $SID_SUITE chroot $SID_ROOT ($uri)"
@@ -430,7 +765,6 @@ setup_unstable() {
 		touch "$SID_ROOT.tmp/.kpatch-testbed"
 		rm -rf "$SID_ROOT"
 		mv "$SID_ROOT.tmp" "$SID_ROOT"
-		rm -f "$stamp"
 		log "$SID_SUITE chroot created in $((SECONDS - start))s"
 	fi
 	# The host's mirror and its apt policy on expired Release files (a
@@ -438,94 +772,82 @@ setup_unstable() {
 	sources="deb $uri $SID_SUITE main"
 	if [[ $(cat "$SID_ROOT/etc/apt/sources.list" 2>/dev/null) != "$sources" ]]; then
 		echo "$sources" >"$SID_ROOT/etc/apt/sources.list"
-		rm -f "$stamp"
 	fi
 	conf=$(apt-config dump --format '%v%n' Acquire::Check-Valid-Until)
 	if [[ -n $conf ]]; then
 		echo "Acquire::Check-Valid-Until \"$conf\";" \
 			>"$SID_ROOT/etc/apt/apt.conf.d/99kpatch-testbed"
 	fi
-	# Unstable moves: take its newest kernel, with lists at most a day old.
-	if [[ -z $(find "$stamp" -mmin -1440 2>/dev/null) ]]; then
-		log "apt-get update ($SID_SUITE chroot)"
-		in_root "$SID_ROOT" apt-get update -q >&2
-		touch "$stamp"
-	fi
-	sid_install_missing
-	ver=$(in_root "$SID_ROOT" apt-cache show --no-all-versions "$META" 2>/dev/null |
-		sed -n 's/^Version: //p')
-	kver=$(in_root "$SID_ROOT" apt-cache show --no-all-versions "$META" 2>/dev/null |
-		depends_kver)
-	valid_kver "$kver" || die "cannot resolve $META in $SID_SUITE"
-	# Every flavour's headers: the one booted, and the others for lint.sh.
-	SID_HEADERS=$(resolve_headers "$SID_SUITE" "$SID_ROOT") ||
-		die "cannot resolve the header meta packages in $SID_SUITE"
-	local h missing=()
-	while read -r h _; do
-		# shellcheck disable=SC2016 # a dpkg-query format
-		if [[ $(in_root "$SID_ROOT" dpkg-query -W -f='${db:Status-Abbrev}' \
-			"linux-headers-$h" 2>/dev/null) != ii* ]] ||
-		   [[ ! -e $SID_ROOT/lib/modules/$h/build/Makefile ]]; then
-			missing+=("linux-headers-$h")
-		fi
-	done < <(printf '%s\n' "$SID_HEADERS" "$kver")
+	# dpkg without an fsync per file: the chroot is a cache, made again
+	# if lost
+	echo force-unsafe-io >"$SID_ROOT/etc/dpkg/dpkg.cfg.d/kpatch-testbed"
+	mapfile -t missing < <(sid_missing "$@")
 	if ((${#missing[@]})); then
 		start=$SECONDS
+		# its lists as of now, as the test bed's, which named the versions
+		log "apt-get update ($SID_SUITE chroot)"
+		in_root "$SID_ROOT" apt-get update -q >&2
 		log "installing ${missing[*]} in the $SID_SUITE chroot"
 		in_root "$SID_ROOT" apt-get install -y -q --no-install-recommends \
 			"${missing[@]}" >&2
 		in_root "$SID_ROOT" apt-get clean
-		log "headers installed in $((SECONDS - start))s"
+		log "installed in the chroot in $((SECONDS - start))s"
 	fi
 	# Debian's 7.x headers lack scripts/checker-valid.sh, without which
 	# kbuild skips sparse on C=2 (lint.sh): a stand-in that accepts the
 	# checker when it runs cleanly on a trivial file.
-	local scripts
-	scripts=$(sed -n 's|^include \(/.*\)/Makefile$|\1/scripts|p' \
-		"$SID_ROOT/lib/modules/$kver/build/Makefile")
-	scripts=${scripts:+$SID_ROOT$scripts}
-	if [[ -d $scripts && ! -e $scripts/checker-valid.sh ]]; then
-		cat >"$scripts/checker-valid.sh" <<-'EOF'
+	local kv scripts
+	for kv; do
+		scripts=$(sed -n 's|^include \(/.*\)/Makefile$|\1/scripts|p' \
+			"$SID_ROOT/lib/modules/${kv%% *}/build/Makefile")
+		scripts=${scripts:+$SID_ROOT$scripts}
+		[[ -d $scripts && ! -e $scripts/checker-valid.sh ]] || continue
+		cat >"$scripts/checker-valid.sh" <<-'EOS'
 			#!/bin/sh
 			# Added by kpatch's selftests/harness/testbed.sh (missing from the package).
 			f=$(mktemp --suffix=.c) || exit 1
 			echo 'int kpatch_checker_valid(void);' >"$f"
 			if out=$("$@" "$f" 2>&1) && [ -z "$out" ]; then echo 1; else echo 0; fi
 			rm -f "$f"
-		EOF
+		EOS
 		chmod 755 "$scripts/checker-valid.sh"
-	fi
-	fetch_kernel "$kver" "$SID_ROOT"
-	SID_KERNEL="$kver $SID_SUITE $ver"
-}
-
-# sid_install_missing: install the SID_PACKAGES that the chroot lacks (it
-# was made before they were added there)
-sid_install_missing() {
-	local p missing=()
-	for p in ${SID_PACKAGES//,/ }; do
-		# shellcheck disable=SC2016 # a dpkg-query format
-		[[ $(in_root "$SID_ROOT" dpkg-query -W -f='${db:Status-Abbrev}' \
-			"$p" 2>/dev/null) == ii* ]] || missing+=("$p")
 	done
-	((${#missing[@]})) || return 0
-	log "installing ${missing[*]} in the $SID_SUITE chroot"
-	in_root "$SID_ROOT" apt-get install -y -q --no-install-recommends \
-		"${missing[@]}" >&2
-	in_root "$SID_ROOT" apt-get clean
 }
 
-# setup [--demo]: everything `run`, `lint` and `bench` need: packages, the
-# headers and vmlinuz of the 6.1 and 6.12 kernels and of the 6.12 rt
-# kernel, the unstable chroot and its kernel, the debug kernel;
-# kernels.list (written last, when all of them are there) lists them.  It
-# also installs every header package that the header meta packages of
-# Debian 12's suites and of unstable depend on (each flavour; unstable's
-# in the chroot) and lists them in headers.list, for lint.sh.  --demo:
-# only the demo's kernel, Debian 12's own 6.1 (no backports, no chroot, no
-# debug kernel, no other headers); it writes demo.kernel and leaves
-# kernels.list as it is, so that `run` never takes a demo setup for a
-# full one.  A full setup writes demo.kernel too.
+# mb BYTES: in MB, rounded
+mb() {
+	echo $((($1 + 500000) / 1000000))
+}
+
+# The debug kernel's build (debug-kernel.sh), in the background of the
+# rest of setup, in a session of its own so that stop_debug_build stops
+# its make too.
+DEBUG_PID=
+start_debug_build() {
+	KPATCH_CACHE=$CACHE setsid "$SRC/selftests/harness/debug-kernel.sh" \
+		>"$CACHE/debug-kernel.out" &
+	DEBUG_PID=$!
+}
+stop_debug_build() {
+	if [[ -n $DEBUG_PID ]] && kill -0 "$DEBUG_PID" 2>/dev/null; then
+		kill -- "-$DEBUG_PID" 2>/dev/null || true
+		wait "$DEBUG_PID" 2>/dev/null || true
+	fi
+	DEBUG_PID=
+}
+
+# setup [--demo]: everything `run`, `lint` and `bench` need: the host's
+# packages, the vmlinuz and header trees of the 6.1 and 6.12 kernels and of
+# the 6.12 rt kernel, the unstable chroot and its kernel, the debug
+# kernel; kernels.list (written last, when all of them are there) lists
+# them.  It also unpacks every header package that the header meta packages
+# of Debian 12's suites depend on (each flavour), and installs unstable's
+# in the chroot, and lists them in headers.list, for lint.sh.  It first
+# says what it will download, and where to.  --demo: only the demo's
+# kernel, Debian 12's own 6.1 (no backports, no chroot, no debug kernel,
+# no other headers); it writes demo.kernel and leaves kernels.list as it
+# is, so that `run` never takes a demo setup for a full one.  A full setup
+# writes demo.kernel too.
 cmd_setup() {
 	local demo=0
 	case $# in
@@ -535,70 +857,144 @@ cmd_setup() {
 	esac
 	((EUID == 0)) || die "setup must run as root"
 	mkdir -p "$CACHE"
-	lock_setup
+	lock_setup setup
+	trap 'stop_debug_build; kill_guest' EXIT
+	local t0=$SECONDS start
+	if ((demo)); then log "setting up the demo's kernel only (Debian 12's 6.1)"; fi
+	papt_setup
 
-	local missing=() p added pkgs=("${PACKAGES[@]}")
-	if ((demo)); then
-		log "setting up the demo's kernel only (Debian 12's 6.1)"
-	else
-		pkgs+=("${PACKAGES_FULL[@]}")
-		added=$(ensure_backports)
-		if [[ $added == added ]]; then apt_update; fi
-	fi
-	for p in "${pkgs[@]}"; do
-		pkg_installed "$p" || missing+=("$p")
-	done
-	if ((${#missing[@]})); then
-		apt_update
-		apt_install "${missing[@]}"
-	fi
-
-	local kernels headers='' specs=("$META $SUITES_STABLE")
+	# What the cache is to hold: the kernels, and for lint.sh every header
+	# package of Debian 12's suites (host trees) and of unstable (chroot).
+	local kernels sid='' headers='' sid_headers='' src_ver=''
+	local kver suite ver meta p bytes=0 n=0
+	local -a specs=("$META $SUITES_STABLE") sidh=() alltrees=() trees=() imgs=()
+	local -a plan=() miss=() hostdeps=()
+	local -A seen=()
 	((demo)) || specs+=("$META $SUITES_BPO" "$META_RT $SUITES_BPO")
-	if ! kernels=$(resolve_kernels "${specs[@]}"); then
-		apt_update
-		kernels=$(resolve_kernels "${specs[@]}") ||
-			die "cannot resolve ${specs[*]}"
-	fi
-	# Every kernel header package of Debian 12's suites, for lint.sh.
+	kernels=$(resolve_kernels "${specs[@]}") ||
+		die "cannot resolve ${specs[*]} with $APT_DIR/sources.list"
 	if ((!demo)); then
 		headers=$(resolve_headers "$SUITES_STABLE|$SUITES_BPO") ||
 			die "cannot resolve the header meta packages in $SUITES_STABLE|$SUITES_BPO"
+		sid=$(resolve_kernels "$META $SID_SUITE") ||
+			die "cannot resolve $META in $SID_SUITE"
+		sid_headers=$(resolve_headers "$SID_SUITE") ||
+			die "cannot resolve the header meta packages in $SID_SUITE"
+		# with unstable's kernel, which is among them
+		read -r kver _ ver _ <<<"$sid"
+		sid_headers=$(printf '%s\n' "$sid_headers" "$kver $SID_SUITE $ver" |
+			awk '!seen[$1]++')
+		mapfile -t sidh <<<"$sid_headers"
+		read -r src_ver _ < <(meta_version "$SOURCE_PKG" "$SUITES_STABLE") ||
+			die "cannot resolve $SOURCE_PKG in $SUITES_STABLE"
 	fi
 
-	local kver suite ver meta hdrs=()
-	local -A seen=()
-	while read -r kver suite _; do
+	# What of it to download: what the cache lacks.
+	while read -r kver suite ver _; do
 		[[ -n $kver && -z ${seen[$kver]:-} ]] || continue
 		seen[$kver]=1
-		pkg_installed "linux-headers-$kver" && [[ -e /lib/modules/$kver/build/Makefile ]] && continue
-		if [[ $suite == *-backports ]]; then
-			hdrs+=("linux-headers-$kver/$suite")
-		else
-			hdrs+=("linux-headers-$kver")
-		fi
+		alltrees+=("$kver $ver")
+		header_tree_ok "$kver" || trees+=("$kver $ver")
 	done < <(printf '%s\n' "$kernels" "$headers")
-	if ((${#hdrs[@]})); then
-		apt_install "${hdrs[@]}" || { apt_update && apt_install "${hdrs[@]}"; }
+	# what the host needs for all of them (HOST_DEPS), and what to
+	# download for those the cache lacks (HDR_DEBS)
+	if ((${#trees[@]} < ${#alltrees[@]})); then
+		header_debs "${alltrees[@]}"
+		hostdeps=("${HOST_DEPS[@]}")
+	fi
+	header_debs "${trees[@]}"
+	HOST_DEPS+=("${hostdeps[@]}")
+	while read -r kver suite ver meta; do
+		[[ -n $kver && ! -s $CACHE/kernels/$kver/vmlinuz ]] || continue
+		p=$(image_deb "$kver" "$ver")
+		imgs+=("$p")
+		read -r _ _ n _ < <(deb_info "$p") || n=0
+		bytes=$((bytes + n))
+		plan+=("kernel $kver: ${p%%=*} ${p#*=} ($suite), $(mb "$n") MB")
+	done < <(printf '%s\n' "$kernels" "$sid")
+	if ((${#trees[@]})); then
+		bytes=$((bytes + HDR_BYTES))
+		plan+=("header packages: ${#trees[@]}, and the $((${#HDR_DEBS[@]} - ${#trees[@]})) -common and linux-kbuild packages they need, $(mb "$HDR_BYTES") MB")
+	fi
+	if [[ -n $src_ver && $(cat "$SRC_DIR/$SOURCE_PKG.version" 2>/dev/null) != "$src_ver" ]]; then
+		read -r _ _ n _ < <(deb_info "$SOURCE_PKG=$src_ver") || n=0
+		bytes=$((bytes + n))
+		plan+=("$SOURCE_PKG $src_ver, the debug kernel's source, $(mb "$n") MB")
+	fi
+	if ((!demo)); then
+		if [[ ! -e $SID_ROOT/.kpatch-testbed ]]; then
+			n=$(sid_estimate "${sidh[@]}")
+			bytes=$((bytes + n))
+			plan+=("the Debian $SID_SUITE chroot (debootstrap --variant=minbase, ${SID_PACKAGES//,/ }) with ${#sidh[@]} header packages of $SID_SUITE, about $(mb "$n") MB")
+		else
+			mapfile -t miss < <(sid_missing "${sidh[@]}")
+			if ((${#miss[@]})); then plan+=("into the $SID_SUITE chroot: ${miss[*]}"); fi
+		fi
+		if ! KPATCH_CACHE=$CACHE "$SRC/selftests/harness/debug-kernel.sh" \
+			--check "$src_ver" >/dev/null; then
+			plan+=("the debug kernel: built from $SOURCE_PKG $src_ver (about 5 minutes on 2 idle cores), while the rest downloads")
+		fi
+	fi
+	if ((${#plan[@]})); then
+		log "downloading about $(mb "$bytes") MB into $CACHE (kept there):"
+		for p in "${plan[@]}"; do log "  $p"; done
+	else
+		log "nothing to download: $CACHE has it all"
+	fi
+	log "plan: $((SECONDS - t0))s"
+
+	# The host's packages.
+	start=$SECONDS
+	local pkgs=("${PACKAGES[@]}")
+	((demo)) || pkgs+=("${PACKAGES_FULL[@]}")
+	host_install "${pkgs[@]}" "${HOST_DEPS[@]}"
+	log "host packages: $((SECONDS - start))s"
+
+	# The debug kernel builds (debug-kernel.sh) while the rest downloads.
+	if ((!demo)); then
+		start=$SECONDS
+		fetch_source "$src_ver"
+		log "$SOURCE_PKG: $((SECONDS - start))s"
+		start_debug_build
 	fi
 
-	while read -r kver _; do
-		fetch_kernel "$kver"
+	start=$SECONDS
+	fetch_debs "${imgs[@]}" "${HDR_DEBS[@]}"
+	if ((${#trees[@]})); then extract_headers "${trees[@]}"; fi
+	while read -r kver _ ver _; do
+		[[ ! -s $CACHE/kernels/$kver/vmlinuz ]] || continue
+		p=$(image_deb "$kver" "$ver")
+		extract_kernel "$kver" "$(deb_file "${p%%=*}" "${p#*=}")"
 	done <<<"$kernels"
+	log "kernels and headers: $((SECONDS - start))s"
 	# The demo's kernel: the first, Debian 12's 6.1.
 	head -n 1 <<<"$kernels" | awk '{print $1}' >"$CACHE/demo.kernel.tmp"
 	mv "$CACHE/demo.kernel.tmp" "$CACHE/demo.kernel"
 
 	if ((!demo)); then
-		setup_unstable
-		kernels+=$'\n'$SID_KERNEL
-		headers+=$'\n'$SID_HEADERS
+		start=$SECONDS
+		setup_unstable "${sidh[@]}"
+		read -r kver _ ver _ <<<"$sid"
+		if [[ ! -s $CACHE/kernels/$kver/vmlinuz ]]; then
+			p=$(image_deb "$kver" "$ver")
+			extract_kernel "$kver" "$(deb_file "${p%%=*}" "${p#*=}")" \
+				"$SID_ROOT/usr/src/linux-headers-$kver/.config"
+		fi
+		log "$SID_SUITE chroot and kernel: $((SECONDS - start))s"
+		kernels+=$'\n'$sid
+		headers+=$'\n'$sid_headers
+
 		# The debug kernel: built (once per source version and config)
 		# from linux-source-6.1, see debug-kernel.sh.
-		kver=$(KPATCH_CACHE=$CACHE "$SRC/selftests/harness/debug-kernel.sh") ||
-			die "building the debug kernel failed"
-		ver=$(dpkg-query -W -f='${Version}' linux-source-6.1)
-		kernels+=$'\n'"$kver debug $ver"
+		start=$SECONDS
+		log "waiting for the debug kernel's build"
+		wait "$DEBUG_PID" || die "building the debug kernel failed"
+		DEBUG_PID=
+		kver=$(cat "$CACHE/debug-kernel.out")
+		rm -f "$CACHE/debug-kernel.out"
+		valid_kver "$kver" || die "debug-kernel.sh printed no kernel release"
+		log "debug kernel: waited $((SECONDS - start))s"
+		kernels+=$'\n'"$kver debug $src_ver"
 
 		# headers.list: "KVER SUITE VERSION" of each header package
 		# (lint.sh); kernels.list: the kernels `run` boots.
@@ -607,9 +1003,13 @@ cmd_setup() {
 		awk '{print $1}' <<<"$kernels" >"$CACHE/kernels.list.tmp"
 		mv "$CACHE/kernels.list.tmp" "$CACHE/kernels.list"
 	fi
+	# every .deb is unpacked by now; checkpatch/: older test beds' copy of
+	# checkpatch.pl (lint.sh runs the debug kernel's)
+	rm -rf "$DEBS" "$CACHE/checkpatch"
+	log "setup: $((SECONDS - t0))s; $CACHE holds $(du -sm "$CACHE" | cut -f1) MB"
 	while read -r kver suite ver meta; do
 		if [[ $suite == debug ]]; then
-			echo "kernel: $kver (linux-source-6.1 $ver, debug build)"
+			echo "kernel: $kver ($SOURCE_PKG $ver, debug build)"
 		else
 			echo "kernel: $kver (${meta:-$META} $ver, $suite)"
 		fi
@@ -624,17 +1024,18 @@ cmd_setup() {
 # ---------------------------------------------------------------- build ----
 
 # host_kdir KVER: KVER's build dir on the host: the debug kernel's O= tree
-# in the cache (see debug-kernel.sh), else /lib/modules/KVER/build
+# in the cache (see debug-kernel.sh), else its header tree in HDR_ROOT
+# (see extract_headers)
 host_kdir() {
 	if [[ -e $CACHE/kernels/$1/build/Makefile ]]; then
 		echo "$CACHE/kernels/$1/build"
 	else
-		echo "/lib/modules/$1/build"
+		echo "$HDR_ROOT/usr/src/linux-headers-$1"
 	fi
 }
 
-# kernel_root KVER: "" when the host has KVER's headers (or build tree), the
-# chroot when it has them, else fails.
+# kernel_root KVER: "" when the host has KVER's headers (or build tree) in
+# the cache, the chroot when it has them, else fails.
 kernel_root() {
 	if [[ -e $(host_kdir "$1")/Makefile ]]; then
 		echo
@@ -668,7 +1069,7 @@ kroot_run() {
 	local kver=$1 tree=$2 root
 	shift 2
 	root=$(kernel_root "$kver") ||
-		die "no headers for $kver in /lib/modules/$kver/build or $SID_ROOT (run: $SELF setup)"
+		die "no headers for $kver in $HDR_ROOT or $SID_ROOT (run: $SELF setup)"
 	if [[ -z $root ]]; then
 		"$@"
 		return
@@ -1413,6 +1814,7 @@ cmd=$1
 shift
 case $cmd in
 setup) cmd_setup "$@" ;;
+install) (($# >= 1)) || usage; host_install "$@" ;;
 build) cmd_build "$@" ;;
 run) cmd_run "$@" ;;
 kmake) (($# >= 2)) || usage; lock_shared; kmake "$@" ;;

@@ -9,10 +9,13 @@
 #                       kpatch.ko's Module.symvers into its <version>/
 # make install DESTDIR=<dir>  the same under <dir> (a staging root; no depmod)
 # make uninstall        remove them again (KVER=, DESTDIR= as for install)
-# make demo             show a live patch in a VM (installs what it needs:
-#                       only the demo's kernel)
-# make testbed          set up the test bed's cache (packages, kernels, headers,
-#                       the debug kernel); check, lint and bench do it first
+# make demo             show a live patch in a VM (sets up what it needs: the
+#                       tools it runs, and only the demo's kernel)
+# make testbed          set up the test bed: the tools it runs into the host,
+#                       and into its cache the kernels, headers and the debug
+#                       kernel; check, lint and bench do it first
+# make testbed-purge    remove the test bed's cache and the packages it
+#                       installed into the host (README.md, "Run the tests")
 # make check            run the whole test suite in VMs on every test kernel
 # make check-quick      the edit-test loop: build, and QUICK_TESTS on the
 #                       demo's kernel only, no lockdown boot (README.md,
@@ -82,11 +85,14 @@ demo:
 	selftests/harness/testbed.sh setup --demo
 	selftests/harness/testbed.sh demo
 
-# The test bed's cache: packages, kernels, headers, the debug kernel.
-# check, lint and bench need it; `make -j2 lint check` (.ci/run) sets it
-# up once, then runs the two side by side.
+# The test bed: the host's packages, and its cache: kernels, headers, the
+# debug kernel.  check, lint and bench need it; `make -j2 lint check`
+# (.ci/run) sets it up once, then runs the two side by side.
 testbed:
 	selftests/harness/testbed.sh setup
+
+testbed-purge:
+	selftests/harness/testbed.sh purge
 
 check: testbed
 	selftests/harness/testbed.sh run
@@ -107,5 +113,5 @@ lint: testbed
 bench: testbed
 	selftests/harness/testbed.sh bench
 
-.PHONY: all modules install install-devel uninstall clean demo testbed check \
-	check-quick lint bench
+.PHONY: all modules install install-devel uninstall clean demo testbed \
+	testbed-purge check check-quick lint bench

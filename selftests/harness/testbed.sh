@@ -37,9 +37,13 @@
 #                                 debug kernel; first says what it will
 #                                 download; --demo: only the demo's kernel
 #                                 (Debian 12's 6.1)
+#   testbed.sh purge              remove the cache, and the packages setup
+#                                 installed into the host (listed in
+#                                 $KPATCH_CACHE/host-packages) unless
+#                                 packages installed since need them
 #   testbed.sh install PKG...     install Debian packages into the host as
-#                                 setup does (listed in host-packages);
-#                                 lint.sh uses it
+#                                 setup does (listed for purge); lint.sh
+#                                 uses it
 #   testbed.sh build KVER OUTDIR  build kpatch.ko (plain and hooked), test modules
 #                                 and the guest helpers (selftests/*.c) for KVER;
 #                                 `make install` it into OUTDIR/stage and build
@@ -78,8 +82,8 @@
 #   KPATCH_JOBS          kernels `run` tests at the same time (default: the
 #                        host's cores; each guest runs on one)
 #
-# A setup refuses to start while another command uses the cache, and the
-# others refuse to start during a setup (see "locks" below).
+# A setup or purge refuses to start while another command uses the cache,
+# and the others refuse to start during a setup (see "locks" below).
 #
 # Guest -> host protocol, one line each, on the guest's second serial port:
 #   "@@ ok DESC", "@@ not ok DESC", "@@ skip DESC", "@@ done", "# diagnostic".
@@ -103,6 +107,9 @@ unset MAKEFLAGS MFLAGS MAKELEVEL GNUMAKEFLAGS
 # The machine's apt sources, read to find its Debian mirror (debian_uri).
 # Overridable only to test the source-file logic against a scratch dir.
 APT_SOURCES_DIR=${KPATCH_APT_SOURCES_DIR:-/etc/apt/sources.list.d}
+# What test beds before this one added to the host's apt sources; purge
+# removes it.
+OLD_BACKPORTS_SOURCES=$APT_SOURCES_DIR/kpatch-testbed-backports.sources
 DEBIAN_KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 
 # In the cache: the test bed's own apt (see setup), the .debs while they
@@ -168,21 +175,22 @@ usage() {
 
 # Two flock(1) locks per cache, and no command waits for them: the second
 # one stops with a message.  $CACHE/.lock: `setup` unpacks headers and
-# replaces kernels and lists, so it holds it alone; `run`, `demo`, `bench`,
-# `build` and `kmake` (so lint.sh too) share it.  $BUILDROOT/.lock: `run`
+# replaces kernels and lists, and `purge` removes them, so each holds it
+# alone; `run`, `demo`, `bench`, `build` and `kmake` (so lint.sh too)
+# share it.  $BUILDROOT/.lock: `run`
 # and `demo` build and boot in $BUILDROOT, one at a time (lock_cache).
 # Both are held on fds that the guests inherit, until the last one exits.
 CACHE_LOCK=$CACHE/.lock
 
-# lock_setup WHAT: $CACHE/.lock, alone, for WHAT (setup); the lock file
-# says who holds it.
+# lock_setup WHAT: $CACHE/.lock, alone, for WHAT (setup or purge); the
+# lock file says who holds it.
 lock_setup() {
 	exec 7>>"$CACHE_LOCK"
 	if ! flock -n -x 7; then
 		if flock -n -s 7; then
 			die "$CACHE is in use by a testbed run, demo, bench or lint (e.g. another make check or make demo); $1 would change what it uses: run it again when that has finished, or set KPATCH_CACHE to another cache"
 		fi
-		die "another setup is running on $CACHE ($(cat "$CACHE_LOCK" 2>/dev/null)): run it again when that has finished"
+		die "a setup or purge is running on $CACHE ($(cat "$CACHE_LOCK" 2>/dev/null)): run it again when that has finished"
 	fi
 	echo "$1, pid $$, started $(date '+%F %T')" >"$CACHE_LOCK"
 }
@@ -214,7 +222,7 @@ lock_shared() {
 # are installed in the unstable chroot, by its own apt.  The host gets only
 # PACKAGES (PACKAGES_FULL) and what Debian's header packages depend on but
 # other kernel packages (host_install); setup lists the packages it added
-# in $HOST_RECORD.
+# in $HOST_RECORD, so that `purge` can remove them with the cache.
 
 # URI of the machine's own Debian source for SUITE: a deb822 stanza of
 # debian.sources whose Suites name it, else a "deb" line of sources.list
@@ -377,7 +385,7 @@ host_install() {
 	done
 	((${#missing[@]})) || return 0
 	((EUID == 0)) || die "the host lacks ${missing[*]}: run this as root to install them"
-	log "installing into the host: ${missing[*]} (and what they depend on; listed in $HOST_RECORD)"
+	log "installing into the host: ${missing[*]} (and what they depend on; listed in $HOST_RECORD, removed by: $SELF purge)"
 	mkdir -p "$CACHE"
 	# one install at a time: each one's additions are the packages new after it
 	exec 6>>"$CACHE/.host-install.lock"
@@ -393,7 +401,7 @@ host_install() {
 	fi
 	if [[ -n $removed ]]; then
 		echo "$removed" >>"$HOST_REMOVED"
-		log "removed from the host, as they conflict with those: $(tr '\n' ' ' <<<"$removed")"
+		log "removed from the host, as they conflict with those (purge installs them again): $(tr '\n' ' ' <<<"$removed")"
 	fi
 	exec 6>&-
 }
@@ -936,7 +944,7 @@ cmd_setup() {
 		fi
 	fi
 	if ((${#plan[@]})); then
-		log "downloading about $(mb "$bytes") MB into $CACHE (kept there):"
+		log "downloading about $(mb "$bytes") MB into $CACHE (kept there; $SELF purge removes it):"
 		for p in "${plan[@]}"; do log "  $p"; done
 	else
 		log "nothing to download: $CACHE has it all"
@@ -1018,6 +1026,103 @@ cmd_setup() {
 		while read -r kver suite ver; do
 			echo "headers: linux-headers-$kver ($ver, $suite)"
 		done <<<"$headers"
+	fi
+}
+
+# ---------------------------------------------------------------- purge ----
+
+# What purge removes from the cache: everything setup, run, demo, bench and
+# lint put there (an entry of another name stays, and is named).
+CACHE_ENTRIES=(.lock .host-install.lock apt debs headers src kernels chroot
+	build bench checkpatch host-packages host-packages-removed demo.kernel
+	kernels.list headers.list debug-kernel.build.log debug-kernel.out 'tmp.*'
+	'*.tmp')
+
+# purge_only_ours PKG...: apt-get would purge PKG... and, with them, no
+# package outside the caller's OURS (those setup added to the host)
+purge_only_ours() {
+	local out q
+	out=$(apt-get -s purge "$@" 2>/dev/null) || return 1
+	while read -r q; do
+		[[ -n ${OURS[$q]:-} ]] || return 1
+	done < <(awk '$1 == "Purg" { sub(/:.*/, "", $2); print $2 }' <<<"$out")
+}
+
+# purge_host_packages: the packages of HOST_RECORD that are still
+# installed, purged with apt-get, but those that a package installed since
+# (not in the record) depends on: they stay, and are named.  Then those of
+# HOST_REMOVED, installed again.
+purge_host_packages() {
+	local p
+	local -a cand=() take=() left=()
+	local -A OURS=()
+	[[ -s $HOST_RECORD ]] || return 0
+	while read -r p; do
+		OURS[$p]=1
+		if pkg_installed "$p"; then cand+=("$p"); fi
+	done < <(sort -u "$HOST_RECORD")
+	((${#cand[@]})) || return 0
+	if purge_only_ours "${cand[@]}"; then
+		take=("${cand[@]}")
+	else
+		# one at a time: a package stays if its purge would take another
+		for p in "${cand[@]}"; do
+			if purge_only_ours "${take[@]}" "$p"; then
+				take+=("$p")
+			else
+				left+=("$p")
+			fi
+		done
+	fi
+	if ((${#take[@]})); then
+		log "removing from the host the ${#take[@]} packages setup installed: ${take[*]}"
+		apt-get purge -y -q "${take[@]}" >&2
+	fi
+	if ((${#left[@]})); then
+		log "left on the host, since packages installed after them need them: ${left[*]}"
+	fi
+	# what setup's installs removed, back (those still missing)
+	[[ -s $HOST_REMOVED ]] || return 0
+	left=()
+	while read -r p; do
+		pkg_installed "$p" || left+=("$p")
+	done < <(sort -u "$HOST_REMOVED")
+	if ((${#left[@]})); then
+		log "installing again what setup's installs removed from the host: ${left[*]}"
+		apt-get install -y -q --no-install-recommends "${left[@]}" >&2
+	fi
+}
+
+# purge: what the test bed added: the packages setup installed into the
+# host (purge_host_packages, which also puts back what they replaced), the
+# apt source that test beds before this one added (OLD_BACKPORTS_SOURCES),
+# and the cache.  The host's apt lists stay as setup's apt-get update left
+# them.
+cmd_purge() {
+	(($# == 0)) || usage
+	((EUID == 0)) || die "purge must run as root"
+	local e f left
+	if [[ -d $CACHE ]]; then
+		lock_setup purge
+		if findmnt -rn -o TARGET | grep -q "^$CACHE/"; then
+			die "something is mounted under $CACHE: $(findmnt -rn -o TARGET | grep "^$CACHE/" | head -n 3)"
+		fi
+		purge_host_packages
+	fi
+	if [[ -e $OLD_BACKPORTS_SOURCES ]]; then
+		log "removing $OLD_BACKPORTS_SOURCES (added by an older test bed)"
+		rm -f "$OLD_BACKPORTS_SOURCES"
+	fi
+	[[ -d $CACHE ]] || { log "no $CACHE"; return 0; }
+	log "removing $CACHE ($(du -sm "$CACHE" | cut -f1) MB)"
+	for e in "${CACHE_ENTRIES[@]}"; do
+		for f in "$CACHE"/$e; do
+			if [[ -e $f || -L $f ]]; then rm -rf --one-file-system "$f"; fi
+		done
+	done
+	if ! rmdir "$CACHE" 2>/dev/null; then
+		left=$(ls -A "$CACHE")
+		log "$CACHE stays, with what the test bed did not put there: $(tr '\n' ' ' <<<"$left")"
 	fi
 }
 
@@ -1814,6 +1919,7 @@ cmd=$1
 shift
 case $cmd in
 setup) cmd_setup "$@" ;;
+purge) cmd_purge "$@" ;;
 install) (($# >= 1)) || usage; host_install "$@" ;;
 build) cmd_build "$@" ;;
 run) cmd_run "$@" ;;

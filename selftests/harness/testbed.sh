@@ -547,7 +547,7 @@ header_debs() {
 		pairs+=("linux-headers-$k=$v")
 	done
 	((${#pairs[@]})) || return 0
-	# two rounds: the packages named, then what they depend on
+	# round by round: the packages named, then what they depend on
 	while ((${#pairs[@]} || ${#newest[@]})); do
 		local -a next=() nextnew=()
 		while IFS=$'\t' read -r name ver size deps; do
@@ -676,7 +676,7 @@ extract_headers() {
 	for p in "${HDR_DEBS[@]}"; do
 		rm -f "$(deb_file "${p%%=*}" "${p#*=}")"
 	done
-	log "$# header trees extracted into $HDR_ROOT in $((SECONDS - start))s"
+	log "header trees extracted into $HDR_ROOT: $# ($((SECONDS - start))s)"
 }
 
 # header_tree_ok KVER: KVER's header tree in HDR_ROOT is complete

@@ -1655,7 +1655,7 @@ test_scripts() {
 # of the paths that differ there (the exit probes and their free list, the
 # hooks, the stack check and its waits, both redirects), not the long
 # stress scripts, which would add some 20 minutes of guest time to CI.
-RT_TESTS="00-taint api burst busy direct errors exiting hooks kprobed own ownpath
+RT_TESTS="00-taint api burst busy direct errors exiting hooks kprobed moving own ownpath
 pieces pinning replace retries sibling sites stacking staticcall waiting"
 
 # kernel_scripts KVER: test_scripts, or on a PREEMPT_RT kernel with no

@@ -146,7 +146,9 @@ gate_headers() {
 	log "$n more header packages built against ($((SECONDS - start))s)"
 }
 
-# The decoder of kpatch.c (kpatch_decode() and its opcode tables), built
+# The decoder of kpatch.c (enum kpatch_insn, the opcode tables,
+# kpatch_decode(), kpatch_opcode() and kpatch_modrm_end(): the second
+# kpatch_modrm_end( line is its definition, after its prototype), built
 # on the host by decode-check.c, against objdump: on every function of the
 # debug kernel's vmlinux here, and of the modules of every kernel's build
 # (build_gate).
@@ -160,10 +162,13 @@ decoder_build() {
 		echo '#include <string.h>'
 		echo 'typedef uint8_t u8; typedef int8_t s8; typedef int32_t s32;'
 		echo '#define min(a, b) ((a) < (b) ? (a) : (b))'
+		awk '/^enum kpatch_insn \{/ { on = 1 }
+		     on { print }
+		     on && /^};/ { exit }' "$SRC/kpatch.c"
 		awk '/^static const char kpatch_op1\[/ { on = 1 }
 		     on { print }
-		     on && /^static unsigned int kpatch_decode\(/ { fn = 1 }
-		     fn && /^}/ { exit }' "$SRC/kpatch.c"
+		     /^static unsigned int kpatch_modrm_end\(/ { fn++ }
+		     fn == 2 && /^}$/ { exit }' "$SRC/kpatch.c"
 	} >"$dir/decoder.h"
 	if gcc -O2 -Wall -I"$dir" -o "$dir/decode-check" \
 		"$SRC/selftests/harness/decode-check.c"; then

@@ -458,7 +458,7 @@ static unsigned long kpatch_failed_ip;
 static bool kpatch_failed_nmi, kpatch_failed_hook;
 static int kpatch_hook_cpu = -1;
 
-/* The gate of a request moving tasks out of its way, or NULL: see there. */
+/* The gate of a try moving tasks out of its way, or NULL: see there. */
 struct kpatch_gate;
 static struct kpatch_gate *kpatch_gate;
 static void kpatch_gate_pass(void);
@@ -621,13 +621,14 @@ struct kpatch_check {
 };
 
 /*
- * What a request that may move tasks keeps: the list of its runs and
- * its gate.  Under kpatch_mutex.
+ * What a try that moves tasks keeps: the list of its runs, its gate, and
+ * how many rounds it made.  Under kpatch_mutex.
  */
 struct kpatch_movers {
 	struct kpatch_check list;
 	struct kpatch_blocker blockers[KPATCH_CHECK_MAX];
 	struct kpatch_gate *gate;
+	unsigned int rounds;
 	bool gating;
 };
 
@@ -638,7 +639,6 @@ struct kpatch_request {
 	struct kpatch_patch *remove;	/* patch to take out, or NULL */
 	bool replace;			/* also take out every other patch */
 	struct kpatch_check *check;	/* dry run: the caller's; or NULL */
-	struct kpatch_movers *movers;	/* tasks it moved; NULL: moves none */
 };
 
 /*
@@ -711,6 +711,7 @@ struct kpatch_try {
 	unsigned int nr_seen, max_seen;
 	atomic_t cpus_in, cpus_seen;
 	struct kpatch_check *list;	/* where blockers go, or NULL */
+	struct kpatch_movers *movers;	/* tasks it moves, or NULL */
 	bool hooks;			/* a part has a hook */
 	struct kpatch_refused refused;
 };
@@ -861,8 +862,10 @@ static bool kpatch_removal_waits(const struct kpatch_patch *patch);
 /* Layer: moving busy tasks */
 static bool kpatch_move_out(struct kpatch_try *try, int ret);
 static struct kpatch_movers *kpatch_movers_new(void);
-static void kpatch_movers_free(struct kpatch_request *req);
-static enum kpatch_how kpatch_movable(const struct kpatch_request *req,
+static void kpatch_move_wait(struct kpatch_gate *g);
+static void kpatch_gate_sweep(struct kpatch_gate *g, bool queue);
+static void kpatch_movers_free(struct kpatch_try *try);
+static enum kpatch_how kpatch_movable(const struct kpatch_try *try,
 				      struct task_struct *task);
 static bool kpatch_move_one(struct kpatch_gate *g, struct task_struct *task,
 			    enum kpatch_how how);
@@ -1351,19 +1354,12 @@ static __cold int kpatch_update(struct kpatch_request *req)
 	for (;;) {
 		memset(&try, 0, sizeof(try));
 		try.req = req;
-		if (req->movers) {
-			req->movers->list.nr = 0;
-			req->movers->list.more = 0;
-			try.list = &req->movers->list;
-		}
 		ret = kpatch_try(&try);
 		if (!ret)
 			break;
 		if (!kpatch_retry(req, &try.refused, ret, n++))
 			break;
 	}
-	if (req->movers)
-		kpatch_movers_free(req);
 	return ret;
 }
 
@@ -1412,6 +1408,8 @@ static __cold int kpatch_try(struct kpatch_try *try)
 		}
 		/* the gate's marks off, where no run cleared them */
 		kpatch_final_targets(try);
+		if (try->movers)
+			kpatch_movers_free(try);
 		if (ret)
 			kpatch_cancel_hooks(try);
 	}
@@ -3473,7 +3471,7 @@ static bool kpatch_stop_at(struct kpatch_try *try, struct task_struct *task)
 	b->addr = try->refused.why == KPATCH_BUSY ? try->refused.addr : 0;
 	b->pid = try->refused.pid;
 	memcpy(b->comm, try->refused.comm, sizeof(b->comm));
-	b->how = kpatch_movable(try->req, task);
+	b->how = kpatch_movable(try, task);
 	b->task = NULL;
 	if (b->how != KPATCH_STAYS && !try->req->check)
 		b->task = get_task_struct(task);
@@ -4398,7 +4396,12 @@ static __cold bool kpatch_retry(const struct kpatch_request *req,
 	if ((ret != -EBUSY && ret != -EAGAIN) || r->why == KPATCH_OK ||
 	    r->why == KPATCH_HOOK)
 		return false;	/* not busy: ftrace refused, a hook, say */
-	last = n >= tries || signal_pending(current) ||
+	/*
+	 * A real signal ends the retries; TIF_NOTIFY_SIGNAL alone (the
+	 * writer caught by another try's gate) does not, nor the sleep.
+	 */
+	last = n >= tries || task_sigpending(current) ||
+	       fatal_signal_pending(current) ||
 	       (r->why == KPATCH_RAN && !READ_ONCE(kpatch_failed_nmi));
 	kpatch_report(req, r, n, tries, last, delay);
 	if (last)
@@ -4406,7 +4409,7 @@ static __cold bool kpatch_retry(const struct kpatch_request *req,
 
 	list_add(&w.list, &kpatch_waiting);
 	mutex_unlock(&kpatch_mutex);
-	msleep_interruptible(delay);
+	schedule_timeout_killable(msecs_to_jiffies(delay));
 	mutex_lock(&kpatch_mutex);
 	list_del(&w.list);
 	return true;
@@ -4503,23 +4506,24 @@ static bool kpatch_removal_waits(const struct kpatch_patch *patch)
  * futex wait there never gives one; on a fully preemptible kernel a hot
  * function rarely does, for some caller is always preempted in it.  When a
  * try is refused by such tasks, kpatch moves the user tasks among them out
- * of the way, holds them there, and tries again at once:
+ * of the way, holds them there, and runs the try again at once:
  *
- *   the update (kpatch_try())            a task it moves
+ *   the try (kpatch_try())               a task it moves
  *
  *   run: refused, the tasks in the
  *   way listed (kpatch_stop_at())
  *   each one it can move: a slot of   -> TIF_NOTIFY_SIGNAL set; if asleep
  *     the gate, task_work_add() of        interruptibly, woken: the call
  *     kpatch_hold_fn(), TWA_SIGNAL        ends (-ERESTARTSYS or the like);
- *   the gate on: every user task that     if preempted, it runs on to the
- *     calls a function of the try's    -> end of its call; returning to
- *     sites gets the same at the call     user space, kpatch_hold_fn():
- *   wait until they are all out <------   out; it sleeps (killable)
+ *   the gate on: a user task that         if preempted, it runs on to the
+ *     calls a function of the try's       end of its call; returning to
+ *     sites claims a slot; every 10 ms -> user space, kpatch_hold_fn():
+ *     the mover queues the same on it     out; it sleeps (killable)
+ *   wait until they are all out <------
  *   run again, the same sites
  *   ...
- *   the request done or given up:     -> its call restarts, or it returns
- *     the gate off, the tasks let go      to user space
+ *   the try done or given up: the     -> its call restarts, or it returns
+ *     gate off, the tasks let go          to user space
  *
  * The gate is for a hot function: the callers not yet in the way when a
  * run was refused would be in it at the next, one in some dozens of
@@ -4527,15 +4531,21 @@ static bool kpatch_removal_waits(const struct kpatch_patch *patch)
  * are out of it for good.  It takes the slow path of the try's sites
  * (their target KPATCH_TARGET_SLOW while the state is IDLE, which gives
  * the first entry as the fast path would) and kpatch_gate_pass() there.
+ * That may run in any task context -- inside __schedule(), say, from a
+ * probe that calls a patched function after its task left the runqueue --
+ * so it only claims a slot and pins the task: no task_work_add(), which
+ * would wake the task it runs on (lost, off its runqueue, if that task
+ * had blocked already) or allocate.  The mover, in process context,
+ * queues the callback on it.  The mover itself is never gated.
  *
  * Why a moved or held task runs no old code after the update takes
- * effect: it sleeps in kpatch_hold_fn() until the request that moved it
- * has ended, so it cannot go back in before the run that succeeds; that
- * run walks its stack inside stop_machine() like any other's (a task that
- * ran since the pre-walk is walked there) and finds it in the return
- * path, which is no code the update changes, or refuses.  Its interrupted
- * call restarts only after kpatch_hold_fn() has returned: in the version
- * then in effect.
+ * effect: it sleeps in kpatch_hold_fn() until the try that moved it has
+ * ended, so it cannot go back in before the run that succeeds; that run
+ * walks its stack inside stop_machine() like any other's (a task that ran
+ * since the pre-walk is walked there) and finds it in the return path,
+ * which is no code the update changes, or refuses.  Its interrupted call
+ * restarts only after kpatch_hold_fn() has returned: in the version then
+ * in effect.
  *
  * What the task sees, as with livepatch's fake signal: nothing is
  * delivered, TIF_NOTIFY_SIGNAL only ends an interruptible sleep; a call
@@ -4548,17 +4558,22 @@ static bool kpatch_removal_waits(const struct kpatch_patch *patch)
  * Never moved, and still named when they refuse: kernel threads and the
  * user workers that never return to user space (PF_IO_WORKER,
  * PF_USER_WORKER); a kernel thread asleep interruptibly is woken, once per
- * request, as livepatch does, since it may be waiting to leave, but not
- * held.  Tasks in uninterruptible or killable sleep, which a fake signal
- * does not wake; exiting, stopped or traced tasks; the task that writes
- * the command; a task moved already that is not out yet.
+ * try, as livepatch does, since it may be waiting to leave, but not held.
+ * Tasks in uninterruptible or killable sleep, which a fake signal does not
+ * wake; exiting, stopped or traced tasks; the task that writes the
+ * command; a task moved already that is not out yet.
+ *
+ * Bounds: the gate is on only while its try runs, under kpatch_mutex, so
+ * no other try or dry run ever meets it, and a task is held at most for
+ * KPATCH_MOVE_ROUNDS rounds of KPATCH_MOVE_WAIT_MS and their runs, never
+ * across the sleep between two tries.
  *
  * Without it (move=N): a try refused by a sleeping or preempted task
  * waits and tries again, and fails once the retries are spent.
  * Price: about 400 lines and 1.7 KiB of code; nothing per call but while
- * the gate is on: per call of a gated site, a hash probe and, once per
- * task, task_work_add(); per request that finds a task in its way, the
- * gate and the list of a run (about 15 KiB, freed when it ends).
+ * the gate is on: then per call of a gated site a hash probe, and once per
+ * task a claimed slot; per try that finds a task in its way, the gate and
+ * the list of a run (about 15 KiB, freed when the try ends).
  *
  * kpatch.ko cannot go while a task may still run kpatch_hold_fn(): each
  * queued callback holds a reference on kpatch from its task_work_add() to
@@ -4566,41 +4581,54 @@ static bool kpatch_removal_waits(const struct kpatch_patch *patch)
  * then waits with synchronize_rcu_tasks() for a task still in the
  * instructions after that: preempted there or running them, it has neither
  * switched voluntarily nor returned to user space, which the wait waits
- * for.  The gate outlives its request for as long as a callback holds it.
+ * for.  The gate outlives its try for as long as a callback holds it.
  */
 static bool kpatch_move = true;
 module_param_named(move, kpatch_move, bool, 0644);
 MODULE_PARM_DESC(move,
 		 "move user tasks that an update finds in its way out of it (default Y)");
 
-/* How long a round waits for the tasks it moved to be out. */
+/*
+ * How long a round waits for the tasks it moved to be out, how often it
+ * queues the callback on the tasks the gate caught meanwhile, and how many
+ * rounds a try makes at most.
+ */
 #define KPATCH_MOVE_WAIT_MS	500
+#define KPATCH_MOVE_SWEEP_MS	10
+#define KPATCH_MOVE_ROUNDS	8
 
-/* Slots of the gate: tasks one request moves, holds or wakes, at most. */
+/* Slots of the gate: tasks one try moves, holds or wakes, at most. */
 #define KPATCH_GATE_BITS	8
 #define KPATCH_GATE_SLOTS	BIT(KPATCH_GATE_BITS)
 
 /*
- * A task the request moved, held or woke: claimed by a cmpxchg of @task
- * from NULL, and never given back while the request runs, so that the
- * slot says "done already"; @work is queued on @task, but for a kernel
- * thread.
+ * A task the try moved, held or woke: claimed by a cmpxchg of @task from
+ * NULL, and never given back while the try runs, so that the slot says
+ * "done already".  A slot the slow path claimed holds a reference on
+ * @task and is KPATCH_SLOT_CLAIMED until the mover queues @work on it
+ * (KPATCH_SLOT_QUEUED) or the try ends; the mover's own claims go straight
+ * to KPATCH_SLOT_QUEUED.
  */
+enum { KPATCH_SLOT_FREE, KPATCH_SLOT_CLAIMED, KPATCH_SLOT_QUEUED };
+
 struct kpatch_slot {
 	struct task_struct *task;
+	int state;
 	struct callback_head work;
 	struct kpatch_gate *gate;
 };
 
 /*
- * The gate of a request.  @ref: the request's, and one per queued
- * callback.  @pending: callbacks queued whose task is not out yet;
- * @arrived: those that came out.  @done: the request has ended, the
- * tasks go on.  Slots hash by task pointer, probed linearly.
+ * The gate of a try.  @ref: the try's, and one per queued callback.
+ * @mover: the task that runs the try.  @claims: slots claimed.  @pending:
+ * callbacks queued whose task is not out yet; @arrived: those that came
+ * out.  @done: the try has ended, the tasks go on.  Slots hash by task
+ * pointer, probed linearly.
  */
 struct kpatch_gate {
 	refcount_t ref;
-	atomic_t pending, arrived;
+	struct task_struct *mover;
+	atomic_t claims, pending, arrived;
 	bool done;
 	struct kpatch_slot slot[KPATCH_GATE_SLOTS];
 };
@@ -4620,18 +4648,19 @@ static DECLARE_WAIT_QUEUE_HEAD(kpatch_out_wq);
 static bool kpatch_held_ever;
 
 /*
- * Run @n of @try was refused with @ret: move out the user tasks in its way
- * that can be moved, say whom, turn the gate on, and wait until every
- * task held is out, or for KPATCH_MOVE_WAIT_MS; wake the kernel threads
- * that can be woken, without a word: what happens next is up to each
- * thread, and a refusal names it as before.  Drops the references the run
- * took.  Returns whether to run again at once: some task was moved, or
- * came out, since the run before.
+ * Run of @try refused with @ret: move out the user tasks in its way that
+ * can be moved, say whom, turn the gate on, and wait until every task held
+ * is out, or for KPATCH_MOVE_WAIT_MS; wake the kernel threads that can be
+ * woken, without a word: what happens next is up to each thread, and a
+ * refusal names it as before.  The first refusal of a try only makes its
+ * record, to list the tasks in the way at the next run.  Drops the
+ * references the run took.  Returns whether to run again at once: some
+ * task was moved, or came out, since the run before.
  */
 static __cold bool kpatch_move_out(struct kpatch_try *try, int ret)
 {
-	struct kpatch_request *req = try->req;
-	struct kpatch_movers *m = req->movers;
+	const struct kpatch_request *req = try->req;
+	struct kpatch_movers *m = try->movers;
 	char who[8 * (TASK_COMM_LEN + 24)];
 	unsigned int i, moved = 0, arrived;
 	struct kpatch_blocker *b;
@@ -4639,17 +4668,17 @@ static __cold bool kpatch_move_out(struct kpatch_try *try, int ret)
 	bool ok;
 
 	lockdep_assert_held(&kpatch_mutex);
-	/* the stack check refused, and no other request's gate is on */
+	/* only this try's gate can be on: it is freed before the try ends */
+	WARN_ON_ONCE(kpatch_gate && (!m || kpatch_gate != m->gate));
 	ok = ret == -EBUSY && (try->refused.why == KPATCH_BUSY ||
-			       try->refused.why == KPATCH_UNRELIABLE) &&
-	     (!kpatch_gate || (m && kpatch_gate == m->gate));
+			       try->refused.why == KPATCH_UNRELIABLE);
 	if (!m) {
-		/* the first refusal: run again, listing the tasks in the way */
 		m = ok ? kpatch_movers_new() : NULL;
-		req->movers = m;
+		try->movers = m;
 		try->list = m ? &m->list : NULL;
 		return m;
 	}
+	ok &= ++m->rounds <= KPATCH_MOVE_ROUNDS;
 	for (i = 0; i < m->list.nr; i++) {
 		b = &m->list.blockers[i];
 		if (!b->task)
@@ -4678,13 +4707,11 @@ static __cold bool kpatch_move_out(struct kpatch_try *try, int ret)
 			  moved == 1 ? "" : "s", who);
 	kpatch_gate_on(m, try);
 	arrived = atomic_read(&m->gate->arrived);
-	wait_event_interruptible_timeout(kpatch_out_wq,
-					 !atomic_read(&m->gate->pending),
-					 msecs_to_jiffies(KPATCH_MOVE_WAIT_MS));
+	kpatch_move_wait(m->gate);
 	return moved || atomic_read(&m->gate->arrived) != arrived;
 }
 
-/* A record for a request, if it may move tasks; NULL if not, or no memory. */
+/* A record for a try, if it may move tasks; NULL if not, or no memory. */
 static struct kpatch_movers *kpatch_movers_new(void)
 {
 	struct kpatch_movers *m;
@@ -4700,17 +4727,59 @@ static struct kpatch_movers *kpatch_movers_new(void)
 		return NULL;
 	}
 	refcount_set(&m->gate->ref, 1);
+	m->gate->mover = current;
 	m->list.blockers = m->blockers;
 	return m;
 }
 
 /*
- * @req ends: the gate off, the tasks it moved go on, and its record goes.
+ * Wait until every task held by @g is out, for KPATCH_MOVE_WAIT_MS at
+ * most, queuing the callback on the tasks the slow path caught meanwhile.
+ * Killable only: a pending TIF_NOTIFY_SIGNAL must not cut the wait short.
+ */
+static void kpatch_move_wait(struct kpatch_gate *g)
+{
+	unsigned long end = jiffies + msecs_to_jiffies(KPATCH_MOVE_WAIT_MS);
+
+	do {
+		kpatch_gate_sweep(g, true);
+		wait_event_killable_timeout(kpatch_out_wq,
+					    !atomic_read(&g->pending),
+					    msecs_to_jiffies(KPATCH_MOVE_SWEEP_MS));
+	} while (atomic_read(&g->pending) && time_before(jiffies, end) &&
+		 !fatal_signal_pending(current));
+}
+
+/*
+ * The slots the slow path claimed: with @queue, queue the callback on
+ * each task; else, when the try ends, only let go of the task.  The
+ * acquire pairs with the release in kpatch_gate_pass(): @task is set and
+ * pinned.  Only the mover, under kpatch_mutex, moves a slot on from
+ * KPATCH_SLOT_CLAIMED.
+ */
+static void kpatch_gate_sweep(struct kpatch_gate *g, bool queue)
+{
+	struct kpatch_slot *s;
+
+	lockdep_assert_held(&kpatch_mutex);
+	for (s = g->slot; s < g->slot + KPATCH_GATE_SLOTS; s++) {
+		/* pairs with the release in kpatch_gate_pass() */
+		if (smp_load_acquire(&s->state) != KPATCH_SLOT_CLAIMED)
+			continue;
+		if (queue)
+			kpatch_gate_queue(g, s, s->task);
+		WRITE_ONCE(s->state, KPATCH_SLOT_QUEUED);
+		put_task_struct(s->task);
+	}
+}
+
+/*
+ * @try ends: the gate off, the tasks it moved go on, and its record goes.
  * The gate itself goes with the last callback that holds it.
  */
-static void kpatch_movers_free(struct kpatch_request *req)
+static void kpatch_movers_free(struct kpatch_try *try)
 {
-	struct kpatch_movers *m = req->movers;
+	struct kpatch_movers *m = try->movers;
 
 	lockdep_assert_held(&kpatch_mutex);
 	if (m->gating) {
@@ -4718,21 +4787,22 @@ static void kpatch_movers_free(struct kpatch_request *req)
 		/* no slow path may still hold it: see kpatch_gate */
 		kpatch_sync_preempt_off();
 	}
+	kpatch_gate_sweep(m->gate, false);
 	WRITE_ONCE(m->gate->done, true);
 	wake_up_all(&kpatch_hold_wq);
 	kpatch_gate_put(m->gate);
 	kfree(m);
-	req->movers = NULL;
+	try->movers = NULL;
 }
 
 /*
  * What can be done about @task (see above)?  For a try and a dry run
  * alike; @task cannot run meanwhile (kpatch_stop_at()).
  */
-static enum kpatch_how kpatch_movable(const struct kpatch_request *req,
+static enum kpatch_how kpatch_movable(const struct kpatch_try *try,
 				      struct task_struct *task)
 {
-	const struct kpatch_movers *m = req->movers;
+	const struct kpatch_movers *m = try->movers;
 	unsigned int state = READ_ONCE(task->__state);
 	bool on_rq = READ_ONCE(task->on_rq);
 
@@ -4740,7 +4810,7 @@ static enum kpatch_how kpatch_movable(const struct kpatch_request *req,
 	    (task->flags & PF_EXITING))
 		return KPATCH_STAYS;
 	/* moved, held or woken already, and not out */
-	if (m && m->gate && kpatch_gate_find(m->gate, task))
+	if (m && kpatch_gate_find(m->gate, task))
 		return KPATCH_STAYS;
 	if (task->flags & (PF_KTHREAD | PF_IO_WORKER | PF_USER_WORKER))
 		return !on_rq && (state & TASK_INTERRUPTIBLE) ?
@@ -4766,6 +4836,7 @@ static bool kpatch_move_one(struct kpatch_gate *g, struct task_struct *task,
 
 	if (!s)
 		return false;
+	WRITE_ONCE(s->state, KPATCH_SLOT_QUEUED);
 	if (how == KPATCH_MOVED)
 		return kpatch_gate_queue(g, s, task);
 	default_wake_function(&wait, TASK_INTERRUPTIBLE, 0, NULL);
@@ -4789,11 +4860,11 @@ static void kpatch_gate_on(struct kpatch_movers *m, struct kpatch_try *try)
 }
 
 /*
- * From the slow path, while the gate is on: hold the calling user task at
- * its return to user space, once.  Preemption is off, which keeps @g
- * alive (see kpatch_gate).  task_work_add() on current takes no lock and
- * wakes nobody; it may be traced, and so come back here, where the task
- * has its slot already.
+ * From the slow path, while the gate is on: claim a slot for the calling
+ * user task, for the mover to hold it at its return to user space.  Any
+ * task context, preemption off, which keeps @g alive (see kpatch_gate):
+ * a cmpxchg and a reference taken, nothing that locks, wakes or
+ * allocates.  The release pairs with the acquire in kpatch_gate_sweep().
  */
 static noinline void notrace kpatch_gate_pass(void)
 {
@@ -4801,13 +4872,17 @@ static noinline void notrace kpatch_gate_pass(void)
 	struct kpatch_gate *g = smp_load_acquire(&kpatch_gate);
 	struct kpatch_slot *s;
 
-	if (!g || !in_task() || !current->mm ||
+	if (!g || !in_task() || !current->mm || current == g->mover ||
 	    (current->flags & (PF_KTHREAD | PF_IO_WORKER | PF_USER_WORKER |
-			       PF_EXITING)))
+			       PF_EXITING)) ||
+	    atomic_read(&g->claims) >= KPATCH_GATE_SLOTS)
 		return;
 	s = kpatch_gate_claim(g, current);
-	if (s)
-		kpatch_gate_queue(g, s, current);
+	if (!s)
+		return;
+	get_task_struct(current);
+	/* pairs with the acquire in kpatch_gate_sweep() */
+	smp_store_release(&s->state, KPATCH_SLOT_CLAIMED);
 }
 
 /*
@@ -4824,8 +4899,10 @@ static struct kpatch_slot *notrace kpatch_gate_claim(struct kpatch_gate *g,
 		t = READ_ONCE(g->slot[h].task);
 		if (!t)
 			t = cmpxchg(&g->slot[h].task, NULL, task);
-		if (!t)
+		if (!t) {
+			atomic_inc(&g->claims);
 			return &g->slot[h];
+		}
 		if (t == task)
 			return NULL;
 	}
@@ -4833,12 +4910,11 @@ static struct kpatch_slot *notrace kpatch_gate_claim(struct kpatch_gate *g,
 }
 
 /*
- * Queue kpatch_hold_fn() on @task in slot @s of @g.  False if @task is
- * past its last task work (exiting).  The slot stays claimed either way.
+ * Queue kpatch_hold_fn() on @task in slot @s of @g, from process context.
+ * False if @task is past its last task work (exiting).
  */
-static bool notrace kpatch_gate_queue(struct kpatch_gate *g,
-				      struct kpatch_slot *s,
-				      struct task_struct *task)
+static bool kpatch_gate_queue(struct kpatch_gate *g, struct kpatch_slot *s,
+			      struct task_struct *task)
 {
 	s->gate = g;
 	init_task_work(&s->work, kpatch_hold_fn);
@@ -4856,7 +4932,7 @@ static bool notrace kpatch_gate_queue(struct kpatch_gate *g,
 /*
  * The callback of a moved or held task, on its way back to user space (or
  * in do_exit(), where it only goes on).  It is out: it tells the mover,
- * then sleeps until the request that moved it has ended.
+ * then sleeps until the try that moved it has ended.
  */
 static void kpatch_hold_fn(struct callback_head *work)
 {

@@ -20,6 +20,9 @@
  *                            checking the answer against its own pid,
  *                            until STOPFILE exists; then print "calls=C
  *                            wrong=W" (W answers that were not the pid)
+ *   kpmove nap STOPFILE      named "kpnap": poll(2) no file for 1 ms in a
+ *                            loop until STOPFILE exists; then print
+ *                            "naps=N"
  *
  * Built static (gcc -static) for the test guest.
  */
@@ -31,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -117,7 +121,7 @@ static int do_poll(const char *ms)
 
 /* The counts of the hot processes, shared with the parent. */
 struct hot {
-	volatile long calls, wrong;
+	long calls, wrong;
 };
 
 static int do_hot(int n, const char *stop, int nice)
@@ -159,6 +163,20 @@ static int do_hot(int n, const char *stop, int nice)
 	return 0;
 }
 
+static int do_nap(const char *stop)
+{
+	struct stat st;
+	long naps = 0;
+
+	prctl(PR_SET_NAME, "kpnap", 0, 0, 0);
+	while (stat(stop, &st)) {
+		poll(NULL, 0, 1);
+		naps++;
+	}
+	printf("naps=%ld\n", naps);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -175,6 +193,9 @@ int main(int argc, char **argv)
 	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "hot"))
 		return do_hot(atoi(argv[2]), argv[3],
 			      argc == 5 ? atoi(argv[4]) : 0);
-	fprintf(stderr, "usage: kpmove read FILE | poll MS | now | write FILE STRING | hot N STOPFILE [NICE]\n");
+	if (argc == 3 && !strcmp(argv[1], "nap"))
+		return do_nap(argv[2]);
+	fprintf(stderr, "usage: kpmove read FILE | poll MS | now | write FILE STRING\n"
+		"       kpmove hot N STOPFILE [NICE] | nap STOPFILE\n");
 	return 2;
 }

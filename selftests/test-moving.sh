@@ -26,10 +26,23 @@
 #   first "moved".
 # - A reader in uninterruptible or killable sleep is not moved: EBUSY
 #   after the retries, the task named as before, and no spurious wake-up.
-# - A fatal signal ends a hold at once: a reader held while the write
-#   waits for another (uninterruptible) one dies when killed.
+# - A fatal signal ends a hold at once: a reader held while the try waits
+#   for another one, moved but slow to come out, dies when killed.
 # - With kpatch's parameter move=N, an interruptible sleeper refuses the
 #   update as before.
+# - A task that the gate catches inside __schedule() runs on: while a
+#   patch waits 300 ms for the reader it moved ("linger"), three "kpnap"
+#   processes block every millisecond, and a sched_switch probe calls a
+#   function of the patch (kpatch_test_move_nap()) as each leaves its
+#   runqueue; each napper ends when told to, and the probe calls the new
+#   function.
+# - The task that runs an update is not held by its own gate: a patch
+#   that also replaces the kernel's finish_wait(), which the writer calls
+#   while it waits for the task it moved, refused by an uninterruptible
+#   reader, makes all its tries (retries=3) before it gives up.
+# - `check` and `patch` agree while another update waits between its
+#   tries: that update's gate is off then, and a patch of read2, whose
+#   reader it moves, applies as check said.
 # - A hot function: 8 processes (nice 10) call getpid(2), patched to
 #   kpatch_test_move_getpid(), 3 times patched and unpatched: each write
 #   succeeds, every answer is right.  (make bench measures 40 processes.)
@@ -40,12 +53,16 @@
 MOD=kpatch_test_move
 KPMOVE=${KPMOVE:-kpmove}
 READ=/sys/kernel/debug/$MOD/read
+READ2=/sys/kernel/debug/$MOD/read2
 readers=
 hot=
 
 # moving_cleanup: let every reader go, stop the hot processes
 moving_cleanup() {
 	echo 0 >"/sys/module/$MOD/parameters/hold" 2>/dev/null
+	echo N >"/sys/module/$MOD/parameters/nap" 2>/dev/null
+	echo 0 >"/sys/module/$MOD/parameters/linger" 2>/dev/null
+	: >"$KP_TMP/nap.stop"
 	for _mc in $readers; do
 		wait "$_mc" 2>/dev/null
 	done
@@ -78,17 +95,25 @@ mparam() {
 	set_param "$MOD" "$1" "$2"
 }
 
-# reader NAME: a kpmove reading the read file in the background, its
-# output in $KP_TMP/NAME; its pid in READER
+# reader NAME [FILE]: a kpmove reading FILE (the read file) in the
+# background, its output in $KP_TMP/NAME; its pid in READER
 reader() {
-	log_command "kpmove read $READ > $1 &"
-	"$KPMOVE" read "$READ" >"$KP_TMP/$1" 2>&1 &
+	log_command "kpmove read ${2:-$READ} > $1 &"
+	"$KPMOVE" read "${2:-$READ}" >"$KP_TMP/$1" 2>&1 &
 	READER=$!
 	readers="$readers $READER"
 }
 
 sleeping_is() {
 	modparam_is "$MOD" sleeping "$1"
+}
+
+# exited PID: the task has ended (a zombie, or reaped)
+exited() {
+	case $(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) in
+	Z | '') return 0 ;;
+	esac
+	return 1
 }
 
 # asleep PID: the task is blocked (state S or D)
@@ -348,14 +373,15 @@ start_test "a fatal signal ends a hold at once"
 log_mark
 set_param kpatch retries 100
 set_param kpatch retry_delay_ms 100
+# the second reader, once moved, stays 5 s in the kernel ("linger"): the
+# try waits for it, 8 rounds of 500 ms, and holds the first meanwhile
+mparam linger 5000
 mparam hold 1
 reader r9
 held=$READER
 check "the first reader sleeps" wait_until sleeping_is 1
-mparam sleep d
 reader r10
-stuck=$READER
-check "the second reader sleeps, uninterruptibly" wait_until sleeping_is 2
+check "the second reader sleeps" wait_until sleeping_is 2
 log_kp "patch f1 $old $new" "&"
 "$KPMOVE" write "$KP_CONTROL" "patch f1 $old $new" >"$KP_TMP/f1" 2>&1 &
 writer=$!
@@ -364,13 +390,11 @@ log_command "kill -9 $held"
 kill -9 "$held"
 check "it is gone while the write still waits" wait_until test ! -e "/proc/$held"
 check "the write still waits" test -e "/proc/$writer"
-mparam hold 0
-mparam sleep s
+mparam linger 0
 wait "$writer"
-check_eq "patch f1 -> OK, once the other reader left" OK \
+check_eq "patch f1 -> OK, once the other reader came out" OK \
 	"$(cut -d' ' -f1 "$KP_TMP/f1")"
-wait "$stuck"
-readers=
+release
 expect_ok unpatch f1
 set_param kpatch retries "$retries"
 set_param kpatch retry_delay_ms "$delay"
@@ -403,6 +427,105 @@ kpatch: patch 'n1' refused: kpatch_test_move_read_old+0x_/0x_ [$MOD] is on the s
 % echo Y > /sys/module/kpatch/parameters/move
 % echo $retries > /sys/module/kpatch/parameters/retries
 EOF
+check_no_splat
+
+start_test "a task the gate catches inside __schedule() runs on"
+log_mark
+nap_old=$(msym nap)
+nap_new=$(msym nap_new)
+rm -f "$KP_TMP/nap.stop"
+nappers=
+for i in 1 2 3; do
+	log_command "kpmove nap nap.stop > nap$i &"
+	"$KPMOVE" nap "$KP_TMP/nap.stop" >"$KP_TMP/nap$i" 2>&1 &
+	nappers="$nappers $!"
+done
+mparam nap Y
+check "the probe calls kpatch_test_move_nap()" \
+	wait_until modparam_positive "$MOD" nap_calls
+mparam linger 300
+mparam hold 1
+reader r12
+check "the reader sleeps" wait_until sleeping_is 1
+write "patch g1 $old $new $nap_old $nap_new"
+check_eq "patch g1 -> OK" OK "$KP_RESULT"
+check "the probe calls the new function" \
+	wait_until modparam_positive "$MOD" nap_new_calls
+release
+mparam linger 0
+check_eq "the read returns the new function's answer" new "$(answer r12)"
+log_command "touch nap.stop"
+: >"$KP_TMP/nap.stop"
+for p in $nappers; do
+	# a task lost off its runqueue would never end: never wait for one
+	if check "napper $p ends" wait_until exited "$p"; then
+		wait "$p"
+	fi
+done
+mparam nap N
+expect_ok unpatch g1
+check_no_splat
+
+start_test "the task that runs an update is not held by its own gate"
+log_mark
+if grep -qx finish_wait "$TRACEFS/available_filter_functions"; then
+	fw_old=$(sym finish_wait vmlinux) || bail "setup: find finish_wait"
+	fw_new=$(msym finish_wait)
+	set_param kpatch retries 3
+	mparam hold 1
+	reader r13
+	check "the first reader sleeps" wait_until sleeping_is 1
+	mparam sleep d
+	reader r14
+	check "the second reader sleeps, uninterruptibly" wait_until sleeping_is 2
+	write "patch w1 $old $new $fw_old $fw_new"
+	check_eq "patch w1 -> EBUSY" EBUSY "$KP_RESULT"
+	mparam sleep s
+	release
+	check_grep "it made every try, the writer never held" \
+		"patch 'w1' refused after 4 tries" "$(log_since_mark)"
+	set_param kpatch retries "$retries"
+	check_no_splat
+else
+	skip "finish_wait() cannot be traced on this kernel"
+fi
+
+start_test "check and patch agree while another update waits between its tries"
+log_mark
+old2=$(msym read2_old)
+new2=$(msym read2_new)
+set_param kpatch retries 1
+set_param kpatch retry_delay_ms 3000
+mparam hold 1
+reader r15 "$READ2"
+check "a reader sleeps in read2" wait_until sleeping_is 1
+reader r16
+check "a reader sleeps in read" wait_until sleeping_is 2
+mparam sleep d
+reader r17
+check "another, uninterruptibly" wait_until sleeping_is 3
+mparam sleep s
+log_kp "patch da $old $new" "&"
+"$KPMOVE" write "$KP_CONTROL" "patch da $old $new" >"$KP_TMP/da" 2>&1 &
+da=$!
+check "da moved a reader, and waits between its tries" \
+	wait_until sh -c "dmesg | grep -q \"patch 'da' busy (try 1 of 2\""
+# no retry for db: it applies at its first try or not at all
+set_param kpatch retries 0
+kp check patch db "$old2" "$new2" || :
+check_eq "check patch db -> OK (would apply, moving 1 task)" OK "$KP_RESULT"
+write "patch db $old2 $new2"
+check_eq "patch db -> OK, as check said" OK "$KP_RESULT"
+check "da still waits" test -e "/proc/$da"
+release
+wait "$da"
+check_eq "da -> OK at its second try" OK "$(cut -d' ' -f1 "$KP_TMP/da")"
+check_eq "the read2 reader got read2's new function's answer" new2 \
+	"$(answer r15)"
+expect_ok unpatch db
+expect_ok unpatch da
+set_param kpatch retries "$retries"
+set_param kpatch retry_delay_ms "$delay"
 check_no_splat
 
 start_test "a hot function: 8 processes call getpid"

@@ -15,6 +15,7 @@
 #define _KPATCH_TEST_H
 
 #include <linux/compiler.h>
+#include <linux/hrtimer.h>
 
 struct kpatch_module;
 struct kpatch_test_shadow_obj;
@@ -142,10 +143,20 @@ int kpatch_test_shadow_hook_nop(struct kpatch_module *kpmod);
 int kpatch_test_shadow_hook_veto(struct kpatch_module *kpmod);
 
 /* kpatch_test_move.ko */
+struct wait_queue_head;
+struct wait_queue_entry;
 ssize_t kpatch_test_move_read_old(char *buf);
 ssize_t kpatch_test_move_read_new(char *buf);
 int kpatch_test_move_stop_patch(struct kpatch_module *kpmod);
 int kpatch_test_move_stop_unpatch(struct kpatch_module *kpmod);
 long kpatch_test_move_getpid(void);
+ssize_t kpatch_test_move_read2_old(char *buf);
+ssize_t kpatch_test_move_read2_new(char *buf);
+void kpatch_test_move_nap(void);
+void kpatch_test_move_nap_new(void);
+void kpatch_test_move_finish_wait(struct wait_queue_head *wq_head,
+				  struct wait_queue_entry *wq_entry);
+int kpatch_test_move_hrtimeout(ktime_t *expires, u64 delta,
+			       const enum hrtimer_mode mode, clockid_t clock_id);
 
 #endif /* _KPATCH_TEST_H */

@@ -12,7 +12,9 @@
  * signal (or kpatch's fake one) is pending; with "sleep" set to "d" it is
  * uninterruptible, "k" killable.  "sleeping" reads the tasks in a wait,
  * "wakeups" how often a wait woke while "hold" was still 1 (counted when
- * it woke without a signal pending: "spurious").
+ * it woke without a signal pending: "spurious").  With "linger" set, a
+ * wait that a signal ended first sleeps that many milliseconds more,
+ * uninterruptibly: a moved task slow to come out.
  *
  * Which version an update put in effect is set by the stop hooks, inside
  * stop_machine(): kpatch_test_move_stop_patch() says "new",
@@ -33,12 +35,25 @@
  *
  * A hot function: kpatch_test_move_getpid() answers getpid(2) as the
  * kernel does, counting its calls in "getpid_calls".
+ *
+ * A second read, /sys/kernel/debug/kpatch_test_move/read2, waits the same
+ * way in kpatch_test_move_read2_old() (replacement _new), answering
+ * "old2\n" or "new2\n": another function for another update.
+ *
+ * A function called inside __schedule(): while "nap" is Y, a probe of the
+ * sched_switch tracepoint calls kpatch_test_move_nap() (replacement _new)
+ * when a task named "kpnap" blocks, after it left its runqueue; each
+ * counts its calls in "nap_calls" and "nap_new_calls".
+ *
+ * kpatch_test_move_finish_wait() is the kernel's finish_wait(), for an
+ * update that changes a function the task running it calls.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/atomic.h>
 #include <linux/debugfs.h>
+#include <linux/delay.h>
 #include <linux/fs.h>
 #include <linux/hrtimer.h>
 #include <linux/kernel.h>
@@ -47,6 +62,7 @@
 #include <linux/pid.h>
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
+#include <linux/tracepoint.h>
 #include <linux/uaccess.h>
 #include <linux/wait.h>
 
@@ -86,6 +102,12 @@ static atomic_t late = ATOMIC_INIT(0);
 static atomic_t answers[2] = { ATOMIC_INIT(0), ATOMIC_INIT(0) };
 static atomic_long_t hrtimeout_calls = ATOMIC_LONG_INIT(0);
 static atomic_long_t getpid_calls = ATOMIC_LONG_INIT(0);
+static atomic_long_t nap_calls = ATOMIC_LONG_INIT(0);
+static atomic_long_t nap_new_calls = ATOMIC_LONG_INIT(0);
+static bool nap;
+module_param(nap, bool, 0644);
+static unsigned int linger;
+module_param(linger, uint, 0644);
 
 static int kpatch_move_atomic_get(char *buffer, const struct kernel_param *kp)
 {
@@ -110,6 +132,8 @@ module_param_cb(wakeups, &kpatch_move_atomic_ops, &wakeups, 0444);
 module_param_cb(late, &kpatch_move_atomic_ops, &late, 0444);
 module_param_cb(hrtimeout_calls, &kpatch_move_along_ops, &hrtimeout_calls, 0444);
 module_param_cb(getpid_calls, &kpatch_move_along_ops, &getpid_calls, 0444);
+module_param_cb(nap_calls, &kpatch_move_along_ops, &nap_calls, 0444);
+module_param_cb(nap_new_calls, &kpatch_move_along_ops, &nap_new_calls, 0444);
 
 static int kpatch_move_answers_get(char *buffer, const struct kernel_param *kp)
 {
@@ -153,6 +177,8 @@ static int kpatch_move_wait(void)
 	}
 	finish_wait(&kpatch_move_wq, &wait);
 	atomic_dec(&sleeping);
+	if (ret && READ_ONCE(linger))
+		msleep(READ_ONCE(linger));
 	return ret;
 }
 
@@ -179,6 +205,20 @@ noinline ssize_t kpatch_test_move_read_new(char *buf)
 	return kpatch_move_answer(KPATCH_MOVE_NEW, buf);
 }
 
+noinline ssize_t kpatch_test_move_read2_old(char *buf)
+{
+	int ret = kpatch_move_wait();
+
+	return ret ?: scnprintf(buf, 8, "old2\n");
+}
+
+noinline ssize_t kpatch_test_move_read2_new(char *buf)
+{
+	int ret = kpatch_move_wait();
+
+	return ret ?: scnprintf(buf, 8, "new2\n");
+}
+
 noinline int kpatch_test_move_stop_patch(struct kpatch_module *kpmod)
 {
 	WRITE_ONCE(kpatch_move_in_effect, KPATCH_MOVE_NEW);
@@ -199,7 +239,8 @@ static ssize_t kpatch_move_read(struct file *file, char __user *ubuf,
 
 	if (*ppos)
 		return 0;
-	n = kpatch_test_move_read_old(buf);
+	n = file->private_data ? kpatch_test_move_read2_old(buf) :
+				 kpatch_test_move_read_old(buf);
 	if (n < 0)
 		return n;
 	return simple_read_from_buffer(ubuf, count, ppos, buf, n);
@@ -207,6 +248,7 @@ static ssize_t kpatch_move_read(struct file *file, char __user *ubuf,
 
 static const struct file_operations kpatch_move_fops = {
 	.owner	= THIS_MODULE,
+	.open	= simple_open,
 	.read	= kpatch_move_read,
 	.llseek	= noop_llseek,
 };
@@ -256,9 +298,6 @@ MODULE_PARM_DESC(api, "1: kpatch_register() the read's patch; 0: kpatch_unregist
 
 /* ---- a poll ---- */
 
-int kpatch_test_move_hrtimeout(ktime_t *expires, u64 delta,
-			       const enum hrtimer_mode mode, clockid_t clock_id);
-
 /* The kernel's schedule_hrtimeout_range_clock(), but for the count. */
 noinline int kpatch_test_move_hrtimeout(ktime_t *expires, u64 delta,
 					const enum hrtimer_mode mode,
@@ -298,12 +337,69 @@ noinline long kpatch_test_move_getpid(void)
 	return task_tgid_vnr(current);
 }
 
+/* ---- a function called inside __schedule() ---- */
+
+noinline void kpatch_test_move_nap(void)
+{
+	atomic_long_inc(&nap_calls);
+}
+
+noinline void kpatch_test_move_nap_new(void)
+{
+	atomic_long_inc(&nap_new_calls);
+}
+
+static void kpatch_move_switch(void *data, bool preempt,
+			       struct task_struct *prev,
+			       struct task_struct *next,
+			       unsigned int prev_state)
+{
+	if (READ_ONCE(nap) && !preempt && prev_state &&
+	    !strncmp(prev->comm, "kpnap", TASK_COMM_LEN))
+		kpatch_test_move_nap();
+}
+
+static struct tracepoint *kpatch_move_tp;
+
+static void kpatch_move_tp_find(struct tracepoint *tp, void *priv)
+{
+	if (!strcmp(tp->name, "sched_switch"))
+		kpatch_move_tp = tp;
+}
+
+/* ---- a function the task running an update calls ---- */
+
+/* The kernel's finish_wait(). */
+noinline void kpatch_test_move_finish_wait(struct wait_queue_head *wq_head,
+					   struct wait_queue_entry *wq_entry)
+{
+	unsigned long flags;
+
+	__set_current_state(TASK_RUNNING);
+	if (!list_empty_careful(&wq_entry->entry)) {
+		spin_lock_irqsave(&wq_head->lock, flags);
+		list_del_init(&wq_entry->entry);
+		spin_unlock_irqrestore(&wq_head->lock, flags);
+	}
+}
+
 static struct dentry *kpatch_move_dir;
 
 static int __init kpatch_test_move_init(void)
 {
+	int ret;
+
+	for_each_kernel_tracepoint(kpatch_move_tp_find, NULL);
+	if (!kpatch_move_tp)
+		return -ENOENT;
+	ret = tracepoint_probe_register(kpatch_move_tp,
+					(void *)kpatch_move_switch, NULL);
+	if (ret)
+		return ret;
 	kpatch_move_dir = debugfs_create_dir(KBUILD_MODNAME, NULL);
 	debugfs_create_file("read", 0444, kpatch_move_dir, NULL,
+			    &kpatch_move_fops);
+	debugfs_create_file("read2", 0444, kpatch_move_dir, (void *)1,
 			    &kpatch_move_fops);
 	return 0;
 }
@@ -312,6 +408,9 @@ static int __init kpatch_test_move_init(void)
 static void __exit kpatch_test_move_exit(void)
 {
 	debugfs_remove_recursive(kpatch_move_dir);
+	tracepoint_probe_unregister(kpatch_move_tp, (void *)kpatch_move_switch,
+				    NULL);
+	tracepoint_synchronize_unregister();
 }
 
 module_init(kpatch_test_move_init);

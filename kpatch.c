@@ -369,9 +369,10 @@ struct kpatch_site {
 
 /*
  * The sites, hashed by ip: 1 << KPATCH_SITE_BITS chains, allocated by the
- * first kpatch_site_new() (under kpatch_mutex) and kept until kpatch is
- * unloaded.  A handler reads the pointer only for a site hooked after
- * that, and hooking one is an ftrace update, which synchronizes every CPU.
+ * first update (under kpatch_mutex) and kept until kpatch is unloaded.
+ * Every lookup comes after it: under the mutex, from an update; from a
+ * handler or the guard, for a site hooked after it, and hooking one is an
+ * ftrace update, which synchronizes every CPU.
  */
 #define KPATCH_SITE_BITS	10
 static struct hlist_head *kpatch_sites;
@@ -384,8 +385,6 @@ static struct kpatch_site *notrace kpatch_site_find(unsigned long ip)
 {
 	struct kpatch_site *site;
 
-	if (!READ_ONCE(kpatch_sites))
-		return NULL;
 	hlist_for_each_entry_rcu_notrace(site, kpatch_site_chain(ip), node)
 		if (site->ip == ip)
 			return site;
@@ -1345,6 +1344,13 @@ static __cold int kpatch_update(struct kpatch_request *req)
 	unsigned int n = 1;
 	int ret;
 
+	lockdep_assert_held(&kpatch_mutex);
+	if (!kpatch_sites) {	/* the first update: see kpatch_sites */
+		kpatch_sites = kcalloc(KPATCH_SITE_CHAINS, sizeof(*kpatch_sites),
+				       GFP_KERNEL);
+		if (!kpatch_sites)
+			return -ENOMEM;
+	}
 	memset(&try, 0, sizeof(try));
 	try.req = req;
 	if (req->check) {
@@ -1610,11 +1616,7 @@ static struct kpatch_site *kpatch_site_new(struct kpatch_entry *e)
 	struct kpatch_site *site;
 
 	lockdep_assert_held(&kpatch_mutex);
-	if (!kpatch_sites)
-		WRITE_ONCE(kpatch_sites, kcalloc(KPATCH_SITE_CHAINS,
-						 sizeof(*kpatch_sites),
-						 GFP_KERNEL));
-	site = kpatch_sites ? kzalloc(sizeof(*site), GFP_KERNEL) : NULL;
+	site = kzalloc(sizeof(*site), GFP_KERNEL);
 	if (!site)
 		return NULL;
 	site->ip = e->ip;
@@ -5574,10 +5576,13 @@ err:
 	return ret;
 }
 
-/* Parse a hexadecimal address, with or without 0x (kstrtoul() takes both). */
+/*
+ * Parse a hexadecimal address, with or without 0x: kstrtoul()'s syntax,
+ * but for the leading + it takes.
+ */
 static __cold int kpatch_parse_addr(const char *tok, unsigned long *addr)
 {
-	return kstrtoul(tok, 16, addr) ? -EINVAL : 0;
+	return *tok == '+' || kstrtoul(tok, 16, addr) ? -EINVAL : 0;
 }
 
 /* Parse the word `HOOK=ADDR` into @kpmod->hooks. */

@@ -136,6 +136,7 @@ refused "OLD is 0x alone" EINVAL "patch e1: '0x $b1' $not_hex" patch e1 0x "$b1"
 refused "OLD with trailing garbage" EINVAL "patch e1: '${b}g $b1' $not_hex" patch e1 "${b}g" "$b1"
 refused "OLD with 0x twice" EINVAL "patch e1: '0x0x$b $b1' $not_hex" patch e1 "0x0x$b" "$b1"
 refused "OLD negative" EINVAL "patch e1: '-1 $b1' $not_hex" patch e1 -1 "$b1"
+refused "OLD with a plus sign" EINVAL "patch e1: '+$b $b1' $not_hex" patch e1 "+$b" "$b1"
 refused "OLD of 17 digits (overflow)" EINVAL "patch e1: '1$b $b1' $not_hex" patch e1 "1$b" "$b1"
 refused "NEW not hex" EINVAL "patch e1: '$b zz' $not_hex" patch e1 "$b" zz
 refused "OLD zero" EINVAL "e1: old function 0 is not a kernel function" patch e1 0 "$b1"

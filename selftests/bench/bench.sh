@@ -1,17 +1,32 @@
 #!/bin/bash
 # Host side of `make bench`: measure kpatch in QEMU guests under icount.
 #
-#   bench.sh [KVER...]    every kernel of the test bed by default, but not
-#                         the debug kernel or the PREEMPT_RT one
+#   bench.sh [KVER...]    every kernel of the test bed by default but the
+#                         debug kernel; on the PREEMPT_RT one only the hot
+#                         function (below)
 #
-# For each kernel: build kpatch.ko (testbed.sh build) and the bench modules
-# (kpatch_bench.ko with gen-funcs.sh's generated functions,
-# kpatch_bench_lp.ko), boot the kernel with
-# -icount shift=0,sleep=off -smp 1 so that one guest ns is one guest
-# instruction (nokaslr: module addresses, hence kpatch's hash chains, stay
-# the same from boot to boot), run guest-bench.sh, print markdown tables and write
-# $KPATCH_CACHE/bench/<kver>.csv.  At the end, gnuplot (gnuplot-nox,
-# installed first if missing) draws
+# For each kernel: build kpatch.ko, plain and hooked, its test modules and
+# kpmove (testbed.sh build), and the bench modules (kpatch_bench.ko with
+# gen-funcs.sh's generated functions, kpatch_bench_lp.ko,
+# kpatch_bench_lp_getpid.ko); then boot two guests, each with
+# guest-bench.sh as /init and nokaslr (module addresses, hence kpatch's
+# hash chains, stay the same from boot to boot):
+#
+#   bench  -icount shift=0,sleep=off -smp 1, so that one guest ns is one
+#          guest instruction: every measurement but the hot function's,
+#          with the plain kpatch.ko;
+#   hot    the hot function: getpid(2) patched and unpatched with kpatch
+#          and with livepatch in turn while 40 processes call it, 5 runs,
+#          with the hooked kpatch.ko, which counts its stop_machine() runs.
+#          Under icount too, and with one vCPU by default: with two,
+#          QEMU's round-robin TCG makes every cross-CPU call and
+#          stop_machine() wait for a turn of the other vCPU, which a real
+#          CPU does not; it costs livepatch most (on 6.12-rt, enabling a
+#          patch rewrites every cond_resched() call site, a text_poke_bp()
+#          and its IPIs each: minutes of guest time).
+#
+# Then print markdown tables and write $KPATCH_CACHE/bench/<kver>.csv.  At
+# the end, gnuplot (gnuplot-nox, installed first if missing) draws
 # $KPATCH_CACHE/bench/window.png (stop_machine window vs tasks, and vs the
 # tasks that ran between kpatch's pre-walk and its stop_machine()).
 #
@@ -25,6 +40,16 @@
 #   KPATCH_CACHE          cache dir (default /var/cache/kpatch-testbed)
 #   KPATCH_BENCH_FUNCS    generated functions (default 1000)
 #   KPATCH_BENCH_TIMEOUT  seconds per guest (default 2400)
+#   KPATCH_BENCH_ONLY     "hot": only the hot function's guest, no CPU
+#                         model and no plot (the CSV then has only its
+#                         figures and kpatch.ko's sizes)
+#   KPATCH_BENCH_HOT_PROCS, _RUNS, _NICE
+#                         the hot function's callers (default 40), runs
+#                         (5) and the callers' nice (0)
+#   KPATCH_BENCH_HOT_SMP  the hot guest's vCPUs (default 1)
+#   KPATCH_BENCH_HOT_ICOUNT
+#                         0: the hot guest without icount, its times then
+#                         the host's wall clock (default 1)
 
 set -euo pipefail
 
@@ -35,6 +60,12 @@ CACHE=${KPATCH_CACHE:-/var/cache/kpatch-testbed}
 OUT=$CACHE/bench
 NFUNCS=${KPATCH_BENCH_FUNCS:-1000}
 TIMEOUT=${KPATCH_BENCH_TIMEOUT:-2400}
+ONLY=${KPATCH_BENCH_ONLY:-}
+HOT_PROCS=${KPATCH_BENCH_HOT_PROCS:-40}
+HOT_RUNS=${KPATCH_BENCH_HOT_RUNS:-5}
+HOT_NICE=${KPATCH_BENCH_HOT_NICE:-0}
+HOT_SMP=${KPATCH_BENCH_HOT_SMP:-1}
+HOT_ICOUNT=${KPATCH_BENCH_HOT_ICOUNT:-1}
 
 export LC_ALL=C DEBIAN_FRONTEND=noninteractive
 
@@ -61,7 +92,8 @@ build() {
 	rm -rf "$dir/bench"
 	mkdir -p "$dir/bench"
 	cp "$HERE"/Kbuild "$HERE"/*.c "$HERE"/*.h "$dir/bench/"
-	rm "$dir/bench/kpbench-apply.c" "$dir/bench/kpbench-model.c"
+	rm "$dir/bench/kpbench-apply.c" "$dir/bench/kpbench-hot.c" \
+		"$dir/bench/kpbench-model.c"
 	cp "$SRC/kpatch.h" "$dir/"
 	"$HERE/gen-funcs.sh" "$NFUNCS" "$dir/bench/kpatch_bench_funcs.c"
 	log "building bench modules for $kver"
@@ -73,11 +105,15 @@ build() {
 		die "bench modules for $kver printed warnings (W=1)"
 	fi
 	gcc -static -O2 -Wall -Werror -o "$dir/kpbench-apply" "$HERE/kpbench-apply.c"
+	gcc -static -O2 -Wall -Werror -o "$dir/kpbench-hot" "$HERE/kpbench-hot.c"
 }
 
-# make_initramfs DIR KVER
+# make_initramfs DIR KVER NAME: DIR/NAME.gz, the initramfs of the guest
+# NAME, with guest-bench.sh as /init: "bench" (the plain kpatch.ko) or
+# "hot" (the hooked kpatch.ko, and hot.conf, which selects the hot
+# function's measurement)
 make_initramfs() {
-	local dir=$1 kver=$2 root=$1/initramfs
+	local dir=$1 kver=$2 name=$3 root=$1/initramfs
 	rm -rf "$root"
 	mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,tmp,root,kpatch}
 	if ldd /bin/busybox >/dev/null 2>&1; then die "/bin/busybox is not static"; fi
@@ -85,37 +121,57 @@ make_initramfs() {
 	ln -s busybox "$root/bin/sh"
 	mknod -m 600 "$root/dev/console" c 5 1
 	install -m 755 "$HERE/guest-bench.sh" "$root/init"
-	cp "$dir/kpatch/kpatch.ko" "$dir/bench/kpatch_bench.ko" \
-		"$dir/bench/kpatch_bench_lp.ko" "$root/kpatch/"
-	cp "$dir/kpbench-apply" "$root/bin/"
 	has_jmp "$kver" >"$root/kpatch/jmp"
+	if [[ $name == hot ]]; then
+		cp "$dir/kpatch/hooks/kpatch.ko" \
+			"$dir/kpatch/hooks/test_modules/kpatch_test_nmi.ko" \
+			"$dir/kpatch/test_modules/kpatch_test_move.ko" \
+			"$dir/bench/kpatch_bench_lp_getpid.ko" "$root/kpatch/"
+		cp "$dir/kpbench-hot" "$dir/kpatch/bin/kpmove" "$root/bin/"
+		printf 'PROCS=%d\nRUNS=%d\nNICE=%d\nICOUNT=%d\n' "$HOT_PROCS" "$HOT_RUNS" \
+			"$HOT_NICE" "$HOT_ICOUNT" >"$root/kpatch/hot.conf"
+	else
+		cp "$dir/kpatch/kpatch.ko" "$dir/bench/kpatch_bench.ko" \
+			"$dir/bench/kpatch_bench_lp.ko" "$root/kpatch/"
+		cp "$dir/kpbench-apply" "$root/bin/"
+	fi
 	(cd "$root" && find . -print0 | sort -z |
-		cpio --null -o -H newc --owner=0:0 --quiet) | gzip -6 >"$dir/initramfs.gz"
+		cpio --null -o -H newc --owner=0:0 --quiet) | gzip -6 >"$dir/$name.gz"
 }
 
+# boot KVER DIR NAME SMP ICOUNT: boot KVER with DIR/NAME.gz as its
+# initramfs on SMP vCPUs, under icount if ICOUNT is 1, else on the host's
+# clock (round-robin TCG, as testbed.sh runs its guests); the guest's
+# results in DIR/NAME.log, its console in DIR/NAME-console.log
 boot() {
-	local kver=$1 dir=$2 rc=0 start=$SECONDS
-	rm -f "$dir"/{console,results,qemu}.log
-	log "booting $kver under icount (console: $dir/console.log)"
+	local kver=$1 dir=$2 name=$3 smp=$4 icount=$5 rc=0 start=$SECONDS
+	local log=$dir/$name.log console=$dir/$name-console.log accel
+	if ((icount)); then
+		accel=(-accel tcg -icount "shift=0,sleep=off")
+	else
+		accel=(-accel "tcg,thread=single")
+	fi
+	rm -f "$log" "$console" "$dir/$name-qemu.log"
+	log "booting $kver, ${accel[*]}, $smp vCPU(s) (console: $console)"
 	timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
-		-accel tcg -icount shift=0,sleep=off -cpu max -smp 1 -m 1G \
+		"${accel[@]}" -cpu max -smp "$smp" -m 1G \
 		-nographic -monitor none -nic none -no-reboot \
-		-serial "file:$dir/console.log" -serial "file:$dir/results.log" \
-		-kernel "$CACHE/kernels/$kver/vmlinuz" -initrd "$dir/initramfs.gz" \
+		-serial "file:$console" -serial "file:$log" \
+		-kernel "$CACHE/kernels/$kver/vmlinuz" -initrd "$dir/$name.gz" \
 		-append "console=ttyS0 panic=-1 oops=panic quiet loglevel=5 nokaslr" \
-		</dev/null >"$dir/qemu.log" 2>&1 &
+		</dev/null >"$dir/$name-qemu.log" 2>&1 &
 	QEMU_PID=$!
 	wait "$QEMU_PID" || rc=$?
 	QEMU_PID=
-	touch "$dir"/{console,results}.log
-	sed -i 's/\r$//' "$dir"/{console,results}.log
-	log "$kver: guest ran $((SECONDS - start))s (qemu rc $rc)"
-	if ! grep -qx '@@ done' "$dir/results.log"; then
-		tail -n 40 "$dir/console.log" >&2
-		die "$kver: the guest did not finish (qemu rc $rc)"
+	touch "$log" "$console"
+	sed -i 's/\r$//' "$log" "$console"
+	log "$kver: guest $name ran $((SECONDS - start))s (qemu rc $rc)"
+	if ! grep -qx '@@ done' "$log"; then
+		tail -n 40 "$console" >&2
+		die "$kver: the guest $name did not finish (qemu rc $rc)"
 	fi
-	if grep -a '^@@ error' "$dir/results.log" >&2; then
-		die "$kver: a measurement failed"
+	if grep -a '^@@ error' "$log" >&2; then
+		die "$kver: a measurement of the guest $name failed"
 	fi
 }
 
@@ -192,9 +248,11 @@ ko_resident() {
 	echo "$((code + rodata + data + bss)) $code $rodata $data $bss $module"
 }
 
-# results.log -> CSV "kernel,metric,value"; kpatch.ko's sizes added
+# to_csv KVER DIR GUEST...: the "@@ KEY VALUE" lines of the guests' logs
+# (DIR/GUEST.log) -> CSV "kernel,metric,value"; kpatch.ko's sizes added
 to_csv() {
 	local kver=$1 dir=$2 text data bss resident code rodata kdata kbss module
+	shift 2
 	read -r text data bss _ < <(size "$dir/kpatch/kpatch.ko" | tail -n 1)
 	read -r resident code rodata kdata kbss module < <(ko_resident "$dir/kpatch/kpatch.ko")
 	{
@@ -209,8 +267,10 @@ to_csv() {
 		echo "$kver,kpatch_ko_rwdata,$kdata"
 		echo "$kver,kpatch_ko_rwbss,$kbss"
 		echo "$kver,kpatch_ko_module,$module"
-		awk -v k="$kver" '$1 == "@@" && NF == 3 { print k "," $2 "," $3 }' \
-			"$dir/results.log"
+		for guest; do
+			awk -v k="$kver" '$1 == "@@" && NF == 3 { print k "," $2 "," $3 }' \
+				"$dir/$guest.log"
+		done
 	} >"$OUT/$kver.csv"
 }
 
@@ -246,9 +306,91 @@ report() {
 				api(p, "unreg_ops"), api(p, "reg_direct"),
 				api(p, "unreg_direct"), api(p, "modify_direct")
 		}
+		# stats(KEY, OK, FN): "median [min-max]" of KEY_rR over the
+		# runs R whose OK_ok_rR is 1 (any run if OK is ""), but for the
+		# values below 0 (not known), each shown by FN ("ms": ns as ms);
+		# "-" if none.  Sets stat_med and stat_max.
+		function stats(key, ok, fn,	r, n, a, i, x) {
+			n = 0
+			for (r = 1; r <= v["hot_runs"]; r++) {
+				if (ok != "" && v[ok "_ok_r" r] != 1)
+					continue
+				x = v[key "_r" r]
+				if (x == "" || x < 0)
+					continue
+				x += 0
+				for (i = n; i > 0 && a[i] > x; i--)
+					a[i + 1] = a[i]
+				a[i + 1] = x
+				n++
+			}
+			stat_med = stat_max = ""
+			if (!n)
+				return "-"
+			stat_med = n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+			stat_max = a[n]
+			return fmt(fn, stat_med) " [" fmt(fn, a[1]) "-" fmt(fn, a[n]) "]"
+		}
+		function fmt(fn, x) {
+			return fn == "ms" ? sprintf("%.1f", x / 1e6) : sprintf("%g", x)
+		}
+		function failed(p,	r, n) {
+			for (r = 1; r <= v["hot_runs"]; r++)
+				n += v[p "_ok_r" r] != 1
+			return n + 0
+		}
+		# hotrow(NAME, P, NS): P_tries and P_NS over the runs, all for
+		# kpatch, the successful ones for livepatch
+		function hotrow(name, p, ns,	ok) {
+			ok = p ~ /_lp_/ ? p : ""
+			printf "| %s | %s | %s | %d |\n", name, stats(p "_tries", ok),
+				stats(p "_" ns, ok, "ms"), failed(p)
+		}
 		END {
 			jmp = v["jmp"] == 1
 			printf "### %s\n\n", kver
+			if (v["calls_unpatched"] != "")
+				main_tables()
+			if (v["hot_runs"] != "")
+				hot_table()
+			footprint()
+		}
+		function hot_table(	clock, tp, tu, mp, mu, kp, ku, le, lk, ld) {
+			if (v["hot_icount"] == 1)
+				clock = sprintf("under icount with %d vCPU%s: guest ms, one ns per instruction%s",
+					v["hot_cpus"], v["hot_cpus"] == 1 ? "" : "s",
+					v["hot_cpus"] == 1 ? "" : " of any vCPU (each runs at a fraction of that rate)")
+			else
+				clock = sprintf("without icount, %d vCPUs in turn (round-robin TCG): WALL-CLOCK ms of an emulated guest on a shared host",
+					v["hot_cpus"])
+			printf "A hot function: getpid(2) patched and unpatched while %d processes (nice %d) call it, %d runs, kpatch and livepatch in turn, %s.\n\n",
+				v["hot_procs"], v["hot_nice"], v["hot_runs"], clock
+			print "| switch | tries: median [min-max] | ms: median [min-max] | failed |"
+			print "|---|---:|---:|---:|"
+			hotrow("kpatch, patch: the write(2)", "hot_kpatch_patch", "ns")
+			hotrow("kpatch, unpatch: the write(2)", "hot_kpatch_unpatch", "ns")
+			hotrow("livepatch, enable: insmod until transition reads 0", "hot_lp_enable", "ns")
+			hotrow("livepatch, enable: the same from klp_enable_patch()", "hot_lp_enable", "klp_ns")
+			hotrow("livepatch, disable: enabled=0 until transition reads 0", "hot_lp_disable", "ns")
+			print "\nTries: kpatch'"'"'s stop_machine() runs (KPATCH_TEST_DONE of the hooked kpatch.ko), livepatch'"'"'s calls of klp_try_complete_transition(); kpatch'"'"'s failed writes count in its figures, livepatch'"'"'s failed switches not.\n"
+			printf "every getpid answer right: %s (%s calls, %s wrong); the new function answered %s calls under kpatch, %s under livepatch\n",
+				yn(v["hot_wrong"] == 0 && v["hot_calls"] > 0),
+				grouped(v["hot_calls"]), grouped(v["hot_wrong"]),
+				grouped(v["hot_kpatch_new_calls"]), grouped(v["hot_lp_new_calls"])
+			stats("hot_kpatch_patch_tries"); tp = stat_med
+			stats("hot_kpatch_unpatch_tries"); tu = stat_med
+			stats("hot_kpatch_patch_ns"); kp = stat_med; mp = stat_max
+			stats("hot_kpatch_unpatch_ns"); ku = stat_med; mu = stat_max
+			stats("hot_lp_enable_ns", "hot_lp_enable"); le = stat_med
+			stats("hot_lp_enable_klp_ns", "hot_lp_enable"); lk = stat_med
+			stats("hot_lp_disable_ns", "hot_lp_disable"); ld = stat_med
+			printf "goal (7.x and the rt kernel): at most 3 tries (median): %s; every write done, under 1 s: %s; faster than livepatch (medians): patch %s (%s from klp_enable_patch()), unpatch %s\n\n",
+				yn(tp <= 3 && tu <= 3),
+				yn(mp < 1e9 && mu < 1e9 && !failed("hot_kpatch_patch") && !failed("hot_kpatch_unpatch")),
+				le == "" ? "-" : yn(kp < le), lk == "" ? "-" : yn(kp < lk),
+				ld == "" ? "-" : yn(ku < ld)
+		}
+		function main_tables() {
 			print "Per call of a tiny noinline function, 10^6 calls (instructions = ns under icount):\n"
 			print "| call | instructions/call | overhead |"
 			print "|---|---:|---:|"
@@ -321,7 +463,10 @@ report() {
 					grouped(v["api_apply_f100_modify_direct_ns"]),
 					grouped(v["apply_write_f100"]),
 					100 * v["api_apply_f100_modify_direct_ns"] / v["apply_write_f100"]
-			print "\nFootprint:\n"
+			print ""
+		}
+		function footprint() {
+			print "Footprint:\n"
 			printf "kpatch.ko resident (allocated sections but .init*, .modinfo, symbol versions, .note* and struct module): %s (code %s, read-only data %s, data %s, bss %s); target <= 36 KiB: %s. With struct module (%s bytes, its section .gnu.linkonce.this_module): %s.\n",
 				kib(v["kpatch_ko_resident"]), grouped(v["kpatch_ko_code"]),
 				grouped(v["kpatch_ko_rodata"]), grouped(v["kpatch_ko_rwdata"]),
@@ -329,10 +474,11 @@ report() {
 				yn(v["kpatch_ko_resident"] <= 36864),
 				grouped(v["kpatch_ko_module"]),
 				kib(v["kpatch_ko_resident"] + v["kpatch_ko_module"])
-			printf "Memory per patched function (Slab, VmallocUsed and Percpu of /proc/meminfo, while 1,000 are patched): %s bytes%s\n",
-				grouped(v["mem_f1000_kib"] * 1024 / 1000),
-				jmp ? sprintf(" on jmp sites, %s on ftrace_ops sites (direct=N)",
-					      grouped(v["mem_ops_f1000_kib"] * 1024 / 1000)) : ""
+			if (v["mem_f1000_kib"] != "")
+				printf "Memory per patched function (Slab, VmallocUsed and Percpu of /proc/meminfo, while 1,000 are patched): %s bytes%s\n",
+					grouped(v["mem_f1000_kib"] * 1024 / 1000),
+					jmp ? sprintf(" on jmp sites, %s on ftrace_ops sites (direct=N)",
+						      grouped(v["mem_ops_f1000_kib"] * 1024 / 1000)) : ""
 			print ""
 		}' "$OUT/$1.csv"
 }
@@ -379,43 +525,69 @@ plot() {
 	log "wrote $OUT/window.png"
 }
 
+# guests KVER: the guests to boot for KVER, "bench" and "hot"; on the
+# PREEMPT_RT kernel only "hot"
+guests() {
+	if [[ $ONLY == hot ]] ||
+		grep -qx 'CONFIG_PREEMPT_RT=y' "$CACHE/kernels/$1/config" 2>/dev/null; then
+		echo hot
+	else
+		echo bench hot
+	fi
+}
+
 main() {
-	local kernels=("$@") kver dir
+	local kernels=("$@") kver dir guest benched=() gs
 	if ((${#kernels[@]} == 0)); then
 		[[ -s $CACHE/kernels.list ]] || die "$CACHE/kernels.list missing (run: $TESTBED setup)"
 		mapfile -t kernels <"$CACHE/kernels.list"
 	fi
+	case $ONLY in
+	"" | hot) ;;
+	*) die "KPATCH_BENCH_ONLY=$ONLY: only \"hot\" is known" ;;
+	esac
 	# Not the debug kernel (testbed.sh's is_debug_kernel): its checkers
-	# would be all the figures measure.  Not the PREEMPT_RT kernel either:
-	# the figures are the three generic kernels'.
+	# would be all the figures measure.
 	for kver in "${!kernels[@]}"; do
 		if [[ -e $CACHE/kernels/${kernels[kver]}/debug-kernel.key ]]; then
 			log "skipping the debug kernel ${kernels[kver]}"
-			unset 'kernels[kver]'
-		elif grep -qx 'CONFIG_PREEMPT_RT=y' \
-			"$CACHE/kernels/${kernels[kver]}/config" 2>/dev/null; then
-			log "skipping the PREEMPT_RT kernel ${kernels[kver]}"
 			unset 'kernels[kver]'
 		fi
 	done
 	kernels=("${kernels[@]}")
 	((${#kernels[@]})) || die "no kernel to benchmark"
+	for kver in "${kernels[@]}"; do
+		if [[ $(guests "$kver") == *bench* ]]; then
+			benched+=("$kver")
+		fi
+	done
 	mkdir -p "$OUT"
 	exec 9>"$OUT/.lock"
 	flock -n 9 || die "another bench run holds $OUT/.lock"
-	need_gnuplot
-	model
+	if ((${#benched[@]})); then
+		need_gnuplot
+		model
+	fi
 	for kver in "${kernels[@]}"; do
 		dir=$OUT/$kver
 		mkdir -p "$dir"
 		build "$kver" "$dir"
-		make_initramfs "$dir" "$kver"
-		boot "$kver" "$dir"
-		to_csv "$kver" "$dir"
+		read -ra gs < <(guests "$kver")
+		for guest in "${gs[@]}"; do
+			make_initramfs "$dir" "$kver" "$guest"
+			if [[ $guest == hot ]]; then
+				boot "$kver" "$dir" hot "$HOT_SMP" "$HOT_ICOUNT"
+			else
+				boot "$kver" "$dir" bench 1 1
+			fi
+		done
+		to_csv "$kver" "$dir" "${gs[@]}"
 		report "$kver"
 		log "wrote $OUT/$kver.csv"
 	done
-	plot "${kernels[@]}"
+	if ((${#benched[@]})); then
+		plot "${benched[@]}"
+	fi
 }
 
 main "$@"

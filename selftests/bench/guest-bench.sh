@@ -1,10 +1,12 @@
 #!/bin/sh
-# /init of the kpatch benchmark guest (busybox ash), packed by bench.sh.
+# /init of the kpatch benchmark guests (busybox ash), packed by bench.sh.
 #
-# Runs every measurement once and writes "@@ KEY VALUE" lines to /dev/ttyS1
-# (the host's results.log); "@@ done" ends the run.  Times are guest ns,
-# which under -icount shift=0 are guest instructions.  Kernel messages stay
-# on the console (ttyS0).
+# The bench guest runs every measurement once; the hot guest, whose
+# initramfs has /kpatch/hot.conf, measures a hot function instead (see
+# hot_guest below).  Each writes "@@ KEY VALUE" lines to /dev/ttyS1 (the
+# host's bench.log or hot.log); "@@ done" ends the run.  Times are guest
+# ns, which under -icount shift=0 are guest instructions.  Kernel messages
+# stay on the console (ttyS0).
 
 /bin/busybox --install -s
 export PATH=/sbin:/bin:/usr/sbin:/usr/bin HOME=/root TERM=dumb
@@ -28,7 +30,8 @@ CTL=/sys/kernel/debug/kpatch/control
 PATCHES=/sys/kernel/debug/kpatch/patches
 LP=/sys/kernel/livepatch/kpatch_bench_lp
 DIRECT=/sys/module/kpatch/parameters/direct
-EF=/sys/kernel/debug/tracing/enabled_functions
+T=/sys/kernel/debug/tracing
+EF=$T/enabled_functions
 # 1 where the kernel has ftrace's JMP direct calls (bench.sh reads its
 # config): kpatch makes jmp sites there
 JMP=$(cat $K/jmp)
@@ -37,6 +40,212 @@ API="set_filter_ip reg_ops unreg_ops reg_direct unreg_direct modify_direct"
 
 say() { echo "@@ $*"; }
 fail() { echo "@@ error $*"; }
+
+sym() { awk -v s="$1" '$3 == s { print $1; exit }' /proc/kallsyms; }
+
+# finish: "@@ done", then power off
+finish() {
+	echo "@@ done"
+	exec 3>&- >/dev/console 2>&1
+	sync
+	sleep 1
+	poweroff -f
+}
+
+# ---- the hot guest ----
+#
+# A hot function: patch and unpatch getpid(2) while PROCS processes call
+# it (kpmove hot, at NICE), RUNS times, with kpatch and with livepatch in
+# turn, under the same load, which runs throughout (PROCS, RUNS and NICE in
+# /kpatch/hot.conf).  kpatch's patch is kpatch_test_move_getpid()
+# (selftests/test_modules/kpatch_test_move.c), livepatch's the same body
+# in kpatch_bench_lp_getpid.ko; both replace __do_sys_getpid, or
+# __x64_sys_getpid where the kernel has no __do_sys_getpid.
+#
+# Per kpatch write: its tries, the stop_machine() runs it made, counted by
+# kpatch_test_nmi's "updates" (the hooked kpatch.ko calls its hook at
+# KPATCH_TEST_DONE once after each stop_machine() of an update); and the
+# write(2)'s duration.  Per livepatch switch: the time from finit_module(2)
+# (enable) or the write of 0 to "enabled" (disable) until "transition"
+# reads 0; for an enable, also from the call of klp_enable_patch() (the
+# module loaded), which kpatch's write has no counterpart of; and its
+# tries, the calls of klp_try_complete_transition(): both from kprobe
+# events, whose trace clock is then CLOCK_MONOTONIC.  At the end, every
+# caller's count of getpid answers that were not its pid.
+
+UPDATES=/sys/module/kpatch_test_nmi/parameters/updates
+MOVE=/sys/module/kpatch_test_move/parameters
+HLPNAME=kpatch_bench_lp_getpid
+HLP=/sys/kernel/livepatch/$HLPNAME
+
+# released FUNC: no ftrace_ops or direct call is on FUNC any more (kpatch
+# releases a site of 7.x's from a work item, which a read of its patches
+# file runs first); livepatch cannot take a function that kpatch holds
+released() {
+	n=0
+	while [ $n -lt 100 ]; do
+		cat "$PATCHES" >/dev/null || fail "cat $PATCHES"
+		grep -q "^$1 " "$EF" || return 0
+		sleep 0.1
+		n=$((n + 1))
+	done
+	fail "$1 still in $EF: $(grep -A1 "^$1 " "$EF" | tr '\n\t' '  ')"
+}
+
+# kpatch_write NAME CMD: write CMD to the control file; NAME_tries_rRUN,
+# NAME_ns_rRUN, NAME_ok_rRUN
+kpatch_write() {
+	u=$(cat $UPDATES)
+	# shellcheck disable=SC2046
+	set -- "$1" $(kpbench-hot write $CTL "$2")
+	say "$1_tries_r$run" $(($(cat $UPDATES) - u))
+	say "$1_ns_r$run" "$3"
+	if [ "$2" = OK ]; then
+		say "$1_ok_r$run" 1
+	else
+		say "$1_ok_r$run" 0
+		echo "# run $run: $1: $2"
+	fi
+}
+
+# klp_probes: kprobe events on klp_enable_patch() and
+# klp_try_complete_transition(), in the group kpbench
+klp_probes() {
+	echo mono >$T/trace_clock &&
+		echo 'p:kpbench/klp_enable klp_enable_patch' >>$T/kprobe_events &&
+		echo 'p:kpbench/klp_try klp_try_complete_transition' >>$T/kprobe_events &&
+		echo 1 >$T/events/kpbench/enable &&
+		echo 1 >$T/tracing_on
+}
+
+# klp_events EVENT: the times of the events EVENT in the trace, seconds
+klp_events() {
+	awk -v e="$1:" '{ for (i = 2; i <= NF; i++) if ($i == e) print $(i - 1) }' $T/trace |
+		tr -d :
+}
+
+# lp NAME ARG...: kpbench-hot ARG...; NAME_ns_rRUN, NAME_ok_rRUN,
+# NAME_tries_rRUN and for an enable NAME_klp_ns_rRUN (from
+# klp_enable_patch()); -1 for what is not known
+lp() {
+	what=$1
+	shift
+	[ -z "$probes" ] || : >$T/trace
+	# shellcheck disable=SC2046
+	set -- $(kpbench-hot "$@")
+	if [ "$1" = OK ]; then
+		say "${what}_ns_r$run" "$2"
+		say "${what}_ok_r$run" 1
+	else
+		say "${what}_ns_r$run" -1
+		say "${what}_ok_r$run" 0
+		echo "# run $run: $what: $*"
+	fi
+	if [ -z "$probes" ] || [ "$1" != OK ]; then
+		say "${what}_tries_r$run" -1
+		say "${what}_klp_ns_r$run" -1
+		return
+	fi
+	say "${what}_tries_r$run" "$(klp_events klp_try | wc -l)"
+	t=$(klp_events klp_enable | head -n 1)
+	if [ -n "$t" ]; then
+		say "${what}_klp_ns_r$run" "$(awk -v e="$3" -v t="$t" 'BEGIN { printf "%.0f", e - t * 1e9 }')"
+	else
+		say "${what}_klp_ns_r$run" -1
+	fi
+}
+
+hot_guest() {
+	PROCS=40
+	RUNS=5
+	NICE=0
+	ICOUNT=1
+	# shellcheck source=/dev/null
+	. $K/hot.conf
+	echo "# guest kernel $(uname -r), $(nproc) cpu(s), $PROCS processes, $RUNS runs"
+	dmesg -c >/dev/null
+	insmod $K/kpatch.ko || fail "insmod kpatch.ko (hooked)"
+	insmod $K/kpatch_test_nmi.ko || fail "insmod kpatch_test_nmi.ko"
+	insmod $K/kpatch_test_move.ko || fail "insmod kpatch_test_move.ko"
+
+	func=__do_sys_getpid
+	old=$(sym $func)
+	if [ -z "$old" ]; then
+		func=__x64_sys_getpid
+		old=$(sym $func)
+	fi
+	new=$(sym kpatch_test_move_getpid)
+	if [ -z "$old" ] || [ -z "$new" ]; then
+		fail "no getpid ($old) or kpatch_test_move_getpid ($new)"
+	fi
+	echo "# replaced: $func"
+	say hot_procs "$PROCS"
+	say hot_runs "$RUNS"
+	say hot_cpus "$(nproc)"
+	say hot_nice "$NICE"
+	say hot_icount "$ICOUNT"
+	probes=
+	if klp_probes; then
+		probes=1
+	else
+		echo "# no kprobe events on livepatch: its tries are not counted"
+	fi
+
+	kpmove hot "$PROCS" /tmp/hot.stop "$NICE" >/tmp/hot.out 2>&1 &
+	hot=$!
+	sleep 1
+
+	lpcalls=0
+	run=1
+	while [ $run -le "$RUNS" ]; do
+		kpatch_write hot_kpatch_patch "patch hot$run $old $new"
+		kpatch_write hot_kpatch_unpatch "unpatch hot$run"
+		released $func
+		lp hot_lp_enable enable $K/$HLPNAME.ko $HLP "func=$func"
+		if [ -d $HLP ]; then
+			lp hot_lp_disable disable $HLP
+		else
+			say "hot_lp_disable_ok_r$run" 0
+		fi
+		# the kernel log of the run, kept for the record
+		dmesg -c | grep -E 'kpatch|livepatch' | sed 's/^/# /'
+		if [ -d $HLP ]; then
+			echo "# run $run: livepatch's patch is still there: no more runs"
+			break
+		fi
+		if [ -d /sys/module/$HLPNAME ]; then
+			lpcalls=$((lpcalls + $(cat /sys/module/$HLPNAME/parameters/calls)))
+			n=0
+			until rmmod $HLPNAME 2>/dev/null; do
+				[ $n -lt 100 ] || { fail "rmmod $HLPNAME"; break; }
+				sleep 0.1
+				n=$((n + 1))
+			done
+		fi
+		run=$((run + 1))
+	done
+
+	: >/tmp/hot.stop
+	wait $hot
+	echo "# kpmove hot: $(cat /tmp/hot.out)"
+	# shellcheck disable=SC2046
+	set -- $(sed -n 's/^calls=\([0-9]*\) wrong=\([0-9]*\)$/\1 \2/p' /tmp/hot.out)
+	if [ $# -eq 2 ]; then
+		say hot_calls "$1"
+		say hot_wrong "$2"
+	else
+		fail "kpmove hot: $(cat /tmp/hot.out)"
+	fi
+	say hot_kpatch_new_calls "$(cat $MOVE/getpid_calls)"
+	say hot_lp_new_calls "$lpcalls"
+}
+
+if [ -e $K/hot.conf ]; then
+	hot_guest
+	finish
+fi
+
+# ---- the bench guest ----
 
 # bench CMD...: run a kpatch_bench command, print its result
 bench() {
@@ -99,7 +308,6 @@ lp_wait() {
 	done
 }
 
-sym() { awk -v s="$1" '$3 == s { print $1; exit }' /proc/kallsyms; }
 
 # cmdline NAME NR: "patch NAME" kpatch_bench_old and NR-1 generated pairs
 cmdline() {
@@ -267,8 +475,4 @@ bench ran 0 >/dev/null
 bench tasks 0 >/dev/null
 
 rmmod kpatch_bench || fail "rmmod kpatch_bench"
-echo "@@ done"
-exec 3>&- >/dev/console 2>&1
-sync
-sleep 1
-poweroff -f
+finish

@@ -467,13 +467,18 @@ report() {
 		}
 		function footprint() {
 			print "Footprint:\n"
-			printf "kpatch.ko resident (allocated sections but .init*, .modinfo, symbol versions, .note* and struct module): %s (code %s, read-only data %s, data %s, bss %s); target <= 36 KiB: %s. With struct module (%s bytes, its section .gnu.linkonce.this_module): %s.\n",
-				kib(v["kpatch_ko_resident"]), grouped(v["kpatch_ko_code"]),
+			printf "kpatch.ko resident, no patch: %s\n\n", kib(v["kpatch_ko_resident"])
+			printf "That is what the loader keeps of kpatch.ko, its allocated sections but .init*, .modinfo, symbol versions, .note* and struct module: code %s, read-only data %s, data %s, bss %s; target <= 36 KiB: %s. With struct module (%s bytes, its section .gnu.linkonce.this_module): %s.",
+				grouped(v["kpatch_ko_code"]),
 				grouped(v["kpatch_ko_rodata"]), grouped(v["kpatch_ko_rwdata"]),
 				grouped(v["kpatch_ko_rwbss"]),
 				yn(v["kpatch_ko_resident"] <= 36864),
 				grouped(v["kpatch_ko_module"]),
 				kib(v["kpatch_ko_resident"] + v["kpatch_ko_module"])
+			if (v["kpatch_modules_size"] != "")
+				printf " The guest'"'"'s /proc/modules, just after insmod: %s bytes (the loader'"'"'s count: the same sections, each kind page-aligned, and the symbol table it keeps).",
+					grouped(v["kpatch_modules_size"])
+			print ""
 			if (v["mem_f1000_kib"] != "")
 				printf "Memory per patched function (Slab, VmallocUsed and Percpu of /proc/meminfo, while 1,000 are patched): %s bytes%s\n",
 					grouped(v["mem_f1000_kib"] * 1024 / 1000),

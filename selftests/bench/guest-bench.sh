@@ -323,6 +323,8 @@ cmdline() {
 
 echo "# guest kernel $(uname -r), $(nproc) cpu(s)"
 insmod $K/kpatch.ko || fail "insmod kpatch.ko"
+# the loader's count of kpatch.ko, no patch loaded
+say kpatch_modules_size "$(awk '$1 == "kpatch" { print $2 }' /proc/modules)"
 insmod $K/kpatch_bench.ko || fail "insmod kpatch_bench.ko"
 
 # Word splitting of a command's output into $1 $2 is wanted below.

@@ -520,7 +520,7 @@ static noinline void notrace kpatch_ftrace_slow(struct kpatch_site *site,
  * or 0 for the old one.
  *
  * It runs in any context, NMI included, and calls nothing traceable but,
- * in a user task while the gate is on, task_work_add() (kpatch_gate_pass()).
+ * in a user task while the gate is on, get_task_struct() (kpatch_gate_pass()).
  * Disabling preemption makes it an RCU read-side section for the
  * synchronize_rcu() after an update, and keeps this CPU's stopper thread
  * from answering the update's rendezvous while it runs.
@@ -862,7 +862,7 @@ static bool kpatch_removal_waits(const struct kpatch_patch *patch);
 static bool kpatch_move_out(struct kpatch_try *try, int ret);
 static struct kpatch_movers *kpatch_movers_new(void);
 static void kpatch_move_wait(struct kpatch_gate *g);
-static void kpatch_gate_sweep(struct kpatch_gate *g, bool queue);
+static unsigned int kpatch_gate_sweep(struct kpatch_gate *g);
 static void kpatch_movers_free(struct kpatch_try *try);
 static enum kpatch_how kpatch_movable(const struct kpatch_try *try,
 				      struct task_struct *task);
@@ -4411,10 +4411,12 @@ static __cold bool kpatch_retry(const struct kpatch_request *req,
 
 	list_add(&w.list, &kpatch_waiting);
 	mutex_unlock(&kpatch_mutex);
-	schedule_timeout_killable(msecs_to_jiffies(delay));
+	/* killable, and freezable: it holds no lock here */
+	set_current_state(TASK_KILLABLE | TASK_FREEZABLE);
+	schedule_timeout(msecs_to_jiffies(delay));
 	mutex_lock(&kpatch_mutex);
 	list_del(&w.list);
-	return true;
+	return !fatal_signal_pending(current);
 }
 
 /*
@@ -4604,12 +4606,13 @@ MODULE_PARM_DESC(move,
 #define KPATCH_GATE_SLOTS	BIT(KPATCH_GATE_BITS)
 
 /*
- * A task the try moved, held or woke: claimed by a cmpxchg of @task from
- * NULL, and never given back while the try runs, so that the slot says
- * "done already".  A slot the slow path claimed holds a reference on
- * @task and is KPATCH_SLOT_CLAIMED until the mover queues @work on it
- * (KPATCH_SLOT_QUEUED) or the try ends; the mover's own claims go straight
- * to KPATCH_SLOT_QUEUED.
+ * A task the try moved, held, woke or marked: claimed by a cmpxchg of @task
+ * from NULL, with a reference on it, and neither given back nor let go
+ * until the try ends, so that the slot says "done already" and no other
+ * task can come to have the same address meanwhile.  A slot the slow path
+ * claimed is KPATCH_SLOT_CLAIMED until the mover queues @work on it
+ * (KPATCH_SLOT_QUEUED); the mover's own claims go straight to
+ * KPATCH_SLOT_QUEUED.
  */
 enum { KPATCH_SLOT_FREE, KPATCH_SLOT_CLAIMED, KPATCH_SLOT_QUEUED };
 
@@ -4664,7 +4667,7 @@ static __cold bool kpatch_move_out(struct kpatch_try *try, int ret)
 	const struct kpatch_request *req = try->req;
 	struct kpatch_movers *m = try->movers;
 	char who[8 * (TASK_COMM_LEN + 24)];
-	unsigned int i, moved = 0, arrived;
+	unsigned int i, moved = 0, marked, arrived;
 	struct kpatch_blocker *b;
 	size_t len = 0;
 	bool ok;
@@ -4698,7 +4701,9 @@ static __cold bool kpatch_move_out(struct kpatch_try *try, int ret)
 		put_task_struct(b->task);
 		b->task = NULL;
 	}
-	if (!ok || (!moved && !atomic_read(&m->gate->pending)))
+	/* the tasks the gate marked since the last sweep: held, not named */
+	marked = ok ? kpatch_gate_sweep(m->gate) : 0;
+	if (!ok || (!moved && !marked && !atomic_read(&m->gate->pending)))
 		return false;
 	if (moved > 8)
 		scnprintf(who + len, sizeof(who) - len, ", and %u more",
@@ -4710,7 +4715,7 @@ static __cold bool kpatch_move_out(struct kpatch_try *try, int ret)
 	kpatch_gate_on(m, try);
 	arrived = atomic_read(&m->gate->arrived);
 	kpatch_move_wait(m->gate);
-	return moved || atomic_read(&m->gate->arrived) != arrived;
+	return moved || marked || atomic_read(&m->gate->arrived) != arrived;
 }
 
 /* A record for a try, if it may move tasks; NULL if not, or no memory. */
@@ -4735,32 +4740,31 @@ static struct kpatch_movers *kpatch_movers_new(void)
 }
 
 /*
- * Wait until every task held by @g is out, for KPATCH_MOVE_WAIT_MS at
- * most, queuing the callback on the tasks the slow path caught meanwhile.
- * Killable only: a pending TIF_NOTIFY_SIGNAL must not cut the wait short.
+ * Wait until every task held by @g is out and a sweep finds no task the
+ * slow path marked meanwhile, for KPATCH_MOVE_WAIT_MS at most; one marked
+ * later is swept at the next refusal (kpatch_move_out()).  Killable only:
+ * a pending TIF_NOTIFY_SIGNAL must not cut the wait short.
  */
 static void kpatch_move_wait(struct kpatch_gate *g)
 {
 	unsigned long end = jiffies + msecs_to_jiffies(KPATCH_MOVE_WAIT_MS);
 
-	do {
-		kpatch_gate_sweep(g, true);
+	while ((kpatch_gate_sweep(g) || atomic_read(&g->pending)) &&
+	       time_before(jiffies, end) && !fatal_signal_pending(current))
 		wait_event_killable_timeout(kpatch_out_wq,
 					    !atomic_read(&g->pending),
 					    msecs_to_jiffies(KPATCH_MOVE_SWEEP_MS));
-	} while (atomic_read(&g->pending) && time_before(jiffies, end) &&
-		 !fatal_signal_pending(current));
 }
 
 /*
- * The slots the slow path claimed: with @queue, queue the callback on
- * each task; else, when the try ends, only let go of the task.  The
- * acquire pairs with the release in kpatch_gate_pass(): @task is set and
- * pinned.  Only the mover, under kpatch_mutex, moves a slot on from
- * KPATCH_SLOT_CLAIMED.
+ * Queue the callback on each task the slow path marked (claimed a slot
+ * for) since the last sweep; how many.  The acquire pairs with the release
+ * in kpatch_gate_pass(): @task is set and pinned.  Only the mover, under
+ * kpatch_mutex, moves a slot on from KPATCH_SLOT_CLAIMED.
  */
-static void kpatch_gate_sweep(struct kpatch_gate *g, bool queue)
+static unsigned int kpatch_gate_sweep(struct kpatch_gate *g)
 {
+	unsigned int n = 0;
 	struct kpatch_slot *s;
 
 	lockdep_assert_held(&kpatch_mutex);
@@ -4768,11 +4772,10 @@ static void kpatch_gate_sweep(struct kpatch_gate *g, bool queue)
 		/* pairs with the release in kpatch_gate_pass() */
 		if (smp_load_acquire(&s->state) != KPATCH_SLOT_CLAIMED)
 			continue;
-		if (queue)
-			kpatch_gate_queue(g, s, s->task);
 		WRITE_ONCE(s->state, KPATCH_SLOT_QUEUED);
-		put_task_struct(s->task);
+		n += kpatch_gate_queue(g, s, s->task);
 	}
+	return n;
 }
 
 /*
@@ -4782,6 +4785,7 @@ static void kpatch_gate_sweep(struct kpatch_gate *g, bool queue)
 static void kpatch_movers_free(struct kpatch_try *try)
 {
 	struct kpatch_movers *m = try->movers;
+	unsigned int i;
 
 	lockdep_assert_held(&kpatch_mutex);
 	if (m->gating) {
@@ -4789,7 +4793,9 @@ static void kpatch_movers_free(struct kpatch_try *try)
 		/* no slow path may still hold it: see kpatch_gate */
 		kpatch_sync_preempt_off();
 	}
-	kpatch_gate_sweep(m->gate, false);
+	for (i = 0; i < KPATCH_GATE_SLOTS; i++)
+		if (m->gate->slot[i].task)
+			put_task_struct(m->gate->slot[i].task);
 	WRITE_ONCE(m->gate->done, true);
 	wake_up_all(&kpatch_hold_wq);
 	kpatch_gate_put(m->gate);
@@ -4811,7 +4817,7 @@ static enum kpatch_how kpatch_movable(const struct kpatch_try *try,
 	if (!READ_ONCE(kpatch_move) || task == current ||
 	    (task->flags & PF_EXITING))
 		return KPATCH_STAYS;
-	/* moved, held or woken already, and not out */
+	/* moved, held, woken or marked already, and not out */
 	if (m && kpatch_gate_find(m->gate, task))
 		return KPATCH_STAYS;
 	if (task->flags & (PF_KTHREAD | PF_IO_WORKER | PF_USER_WORKER))
@@ -4838,6 +4844,7 @@ static bool kpatch_move_one(struct kpatch_gate *g, struct task_struct *task,
 
 	if (!s)
 		return false;
+	get_task_struct(task);
 	WRITE_ONCE(s->state, KPATCH_SLOT_QUEUED);
 	if (how == KPATCH_MOVED)
 		return kpatch_gate_queue(g, s, task);

@@ -43,6 +43,11 @@
 # - `check` and `patch` agree while another update waits between its
 #   tries: that update's gate is off then, and a patch of read2, whose
 #   reader it moves, applies as check said.
+# - A task that enters the function as the moved one comes out (woken by
+#   it: "chain") is moved too: the patch applies in one write.
+# - A task at the address of a moved task that was killed (a new reader
+#   right after the kill, 4 rounds): moved like any, every patch applies.
+# - A writer killed while it sleeps between tries applies nothing.
 # - A hot function: 8 processes (nice 10) call getpid(2), patched to
 #   kpatch_test_move_getpid(), 3 times patched and unpatched: each write
 #   succeeds, every answer is right.  (make bench measures 40 processes.)
@@ -54,6 +59,7 @@ MOD=kpatch_test_move
 KPMOVE=${KPMOVE:-kpmove}
 READ=/sys/kernel/debug/$MOD/read
 READ2=/sys/kernel/debug/$MOD/read2
+CHAIN=/sys/kernel/debug/$MOD/chain
 readers=
 hot=
 
@@ -375,13 +381,14 @@ set_param kpatch retries 100
 set_param kpatch retry_delay_ms 100
 # the second reader, once moved, stays 5 s in the kernel ("linger"): the
 # try waits for it, 8 rounds of 500 ms, and holds the first meanwhile
-mparam linger 5000
 mparam hold 1
 reader r9
 held=$READER
 check "the first reader sleeps" wait_until sleeping_is 1
+mparam linger 5000
 reader r10
 check "the second reader sleeps" wait_until sleeping_is 2
+mparam linger 0
 log_kp "patch f1 $old $new" "&"
 "$KPMOVE" write "$KP_CONTROL" "patch f1 $old $new" >"$KP_TMP/f1" 2>&1 &
 writer=$!
@@ -390,7 +397,6 @@ log_command "kill -9 $held"
 kill -9 "$held"
 check "it is gone while the write still waits" wait_until test ! -e "/proc/$held"
 check "the write still waits" test -e "/proc/$writer"
-mparam linger 0
 wait "$writer"
 check_eq "patch f1 -> OK, once the other reader came out" OK \
 	"$(cut -d' ' -f1 "$KP_TMP/f1")"
@@ -524,6 +530,87 @@ check_eq "the read2 reader got read2's new function's answer" new2 \
 	"$(answer r15)"
 expect_ok unpatch db
 expect_ok unpatch da
+set_param kpatch retries "$retries"
+set_param kpatch retry_delay_ms "$delay"
+check_no_splat
+
+start_test "a task that enters the function as a moved one comes out is moved too"
+log_mark
+set_param kpatch retries 0
+mparam chained N
+mparam linger 300
+mparam hold 1
+reader r18
+check "the reader sleeps" wait_until sleeping_is 1
+mparam linger 0
+reader r19 "$CHAIN"
+write "patch ch1 $old $new"
+check_eq "patch ch1 -> OK, in one write" OK "$KP_RESULT"
+release
+check_eq "the first read returns the new function's answer" new "$(answer r18)"
+check_eq "the second read too" new "$(answer r19)"
+expect_ok unpatch ch1
+set_param kpatch retries "$retries"
+check_no_splat
+
+start_test "a task at the address of a moved task that exited is moved too"
+log_mark
+set_param kpatch retries 0
+refused=0
+for round in 1 2 3 4; do
+	mparam hold 1
+	reader k1
+	victim=$READER
+	check "round $round: a reader sleeps" wait_until sleeping_is 1
+	mparam linger 450
+	reader k2
+	check "round $round: a slow one too" wait_until sleeping_is 2
+	mparam linger 0
+	log_kp "patch k$round $old $new" "&"
+	"$KPMOVE" write "$KP_CONTROL" "patch k$round $old $new" >"$KP_TMP/k" 2>&1 &
+	writer=$!
+	check "round $round: the readers are moved" wait_until moved_in_log "$victim"
+	log_command "kill -9 $victim"
+	kill -9 "$victim"
+	wait "$victim" 2>/dev/null
+	"$KPMOVE" poll 40 >/dev/null
+	for i in 1 2 3 4 5 6 7 8; do
+		reader "n$round$i"
+	done
+	wait "$writer"
+	[ "$(cut -d' ' -f1 "$KP_TMP/k")" = OK ] || refused=$((refused + 1))
+	release
+	if grep -q "^k$round " "$KP_PATCHES"; then
+		expect_ok unpatch "k$round"
+	fi
+done
+check_eq "every patch applied in one write" 0 "$refused"
+set_param kpatch retries "$retries"
+check_no_splat
+
+start_test "a writer killed between tries applies nothing"
+log_mark
+set_param kpatch retries 100
+set_param kpatch retry_delay_ms 10000
+mparam sleep d
+mparam hold 1
+reader r20
+check "the reader sleeps, uninterruptibly" wait_until sleeping_is 1
+mparam sleep s
+log_kp "patch x1 $old $new" "&"
+"$KPMOVE" write "$KP_CONTROL" "patch x1 $old $new" >"$KP_TMP/x1" 2>&1 &
+writer=$!
+check "the writer sleeps between tries" \
+	wait_until sh -c "dmesg | grep -q \"patch 'x1' busy (try 1 of 101\""
+release
+log_command "kill -9 $writer"
+kill -9 "$writer"
+wait "$writer" 2>/dev/null
+check "the killed writer's patch is not enabled" \
+	sh -c "! grep -q '^x1 ' $KP_PATCHES"
+if grep -q '^x1 ' "$KP_PATCHES"; then
+	expect_ok unpatch x1
+fi
 set_param kpatch retries "$retries"
 set_param kpatch retry_delay_ms "$delay"
 check_no_splat

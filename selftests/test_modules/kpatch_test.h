@@ -94,6 +94,7 @@ int kpatch_test_sc_near(void);
 int kpatch_test_sc_near_rj(void);
 int kpatch_test_sc_slow(void);
 int kpatch_test_sc_quick(void);
+extern const u32 kpatch_test_sc_near_rj_off;	/* its jmp, from its start */
 
 /* kpatch_test_cold.ko */
 int kpatch_test_cold_fn(int slow);
@@ -117,6 +118,7 @@ int kpatch_test_pc_plain_mid(int x);
 int kpatch_test_pc_plain_rj(int x);
 int kpatch_test_pc_wait(void);
 extern int kpatch_test_pc_tail;
+extern const u32 kpatch_test_pc_rj_off;	/* its jmp, from its start */
 
 /* kpatch_test_hooks.ko: the value functions return 100 (f1: 101, ...) */
 int kpatch_test_hooks_f(void);

@@ -80,8 +80,9 @@ static noinline KPATCH_TEST_ATTR(__cold__) int kpatch_test_cold_wait(void)
 	WRITE_ONCE(state, 1);
 	while (READ_ONCE(hold) && !kthread_should_stop()) {
 		schedule_timeout_interruptible(READ_ONCE(spin) ? 1 : HZ / 50);
-		for (end = jiffies + 1; READ_ONCE(spin) && READ_ONCE(hold) &&
-		     time_before_eq(jiffies, end) && !kthread_should_stop(); )
+		end = jiffies + 1;
+		while (READ_ONCE(spin) && READ_ONCE(hold) &&
+		       time_before_eq(jiffies, end) && !kthread_should_stop())
 			cond_resched();
 	}
 	WRITE_ONCE(state, 2);

@@ -12,9 +12,13 @@
  * signal (or kpatch's fake one) is pending; with "sleep" set to "d" it is
  * uninterruptible, "k" killable.  "sleeping" reads the tasks in a wait,
  * "wakeups" how often a wait woke while "hold" was still 1 (counted when
- * it woke without a signal pending: "spurious").  With "linger" set, a
- * wait that a signal ended first sleeps that many milliseconds more,
- * uninterruptibly: a moved task slow to come out.
+ * it woke without a signal pending: "spurious").  A wait that began while
+ * "linger" was set and that a signal ends first sleeps that many
+ * milliseconds more, uninterruptibly: a moved task slow to come out.
+ * Then any wait that a signal ended sets "chained" and wakes the readers
+ * of /sys/kernel/debug/kpatch_test_move/chain, which wait (in no patched
+ * function) until "chained" is set, then read as /read does: a task that
+ * enters the function as a moved one comes out.
  *
  * Which version an update put in effect is set by the stop hooks, inside
  * stop_machine(): kpatch_test_move_stop_patch() says "new",
@@ -108,6 +112,9 @@ static bool nap;
 module_param(nap, bool, 0644);
 static unsigned int linger;
 module_param(linger, uint, 0644);
+static bool chained;
+module_param(chained, bool, 0644);
+static DECLARE_WAIT_QUEUE_HEAD(kpatch_move_chain_wq);
 
 static int kpatch_move_atomic_get(char *buffer, const struct kernel_param *kp)
 {
@@ -159,6 +166,7 @@ static int kpatch_move_wait(void)
 	unsigned int state = sleep_kind[0] == 'd' ? TASK_UNINTERRUPTIBLE :
 			     sleep_kind[0] == 'k' ? TASK_KILLABLE :
 						    TASK_INTERRUPTIBLE;
+	unsigned int lg = READ_ONCE(linger);
 	DEFINE_WAIT(wait);
 	int ret = 0;
 
@@ -177,8 +185,12 @@ static int kpatch_move_wait(void)
 	}
 	finish_wait(&kpatch_move_wq, &wait);
 	atomic_dec(&sleeping);
-	if (ret && READ_ONCE(linger))
-		msleep(READ_ONCE(linger));
+	if (ret && lg)
+		msleep(lg);
+	if (ret) {
+		WRITE_ONCE(chained, true);
+		wake_up_all(&kpatch_move_chain_wq);
+	}
 	return ret;
 }
 
@@ -239,8 +251,11 @@ static ssize_t kpatch_move_read(struct file *file, char __user *ubuf,
 
 	if (*ppos)
 		return 0;
-	n = file->private_data ? kpatch_test_move_read2_old(buf) :
-				 kpatch_test_move_read_old(buf);
+	if (file->private_data == (void *)2 &&
+	    wait_event_interruptible(kpatch_move_chain_wq, READ_ONCE(chained)))
+		return -ERESTARTSYS;
+	n = file->private_data == (void *)1 ? kpatch_test_move_read2_old(buf) :
+					      kpatch_test_move_read_old(buf);
 	if (n < 0)
 		return n;
 	return simple_read_from_buffer(ubuf, count, ppos, buf, n);
@@ -400,6 +415,8 @@ static int __init kpatch_test_move_init(void)
 	debugfs_create_file("read", 0444, kpatch_move_dir, NULL,
 			    &kpatch_move_fops);
 	debugfs_create_file("read2", 0444, kpatch_move_dir, (void *)1,
+			    &kpatch_move_fops);
+	debugfs_create_file("chain", 0444, kpatch_move_dir, (void *)2,
 			    &kpatch_move_fops);
 	return 0;
 }

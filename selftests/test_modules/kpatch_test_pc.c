@@ -302,8 +302,6 @@ asm("	.pushsection	.text, \"ax\", @progbits\n"
 "	.popsection\n"
 );
 
-extern const u32 kpatch_test_pc_rj_off;
-
 static int kpatch_pc_rj_jmp_get(char *buffer, const struct kernel_param *kp)
 {
 	return scnprintf(buffer, PAGE_SIZE, "%u\n",

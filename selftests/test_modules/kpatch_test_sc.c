@@ -168,8 +168,6 @@ asm("	.pushsection	.text, \"ax\", @progbits\n"
 "	.popsection\n"
 );
 
-extern const u32 kpatch_test_sc_near_rj_off;
-
 static int kpatch_sc_rj_jmp_get(char *buffer, const struct kernel_param *kp)
 {
 	return scnprintf(buffer, PAGE_SIZE, "%u\n",

@@ -176,15 +176,11 @@ boot() {
 }
 
 # need_gnuplot: gnuplot for window.png; installs gnuplot-nox (without X)
-# the way testbed.sh setup installs packages, before the guests run
+# through the test bed, before the guests run, so that it is recorded with
+# the packages setup added and `testbed.sh purge` removes it with them
 need_gnuplot() {
 	command -v gnuplot >/dev/null && return 0
-	((EUID == 0)) || die "no gnuplot for $OUT/window.png (run as root to install gnuplot-nox)"
-	log "apt-get install gnuplot-nox"
-	apt-get install -y -q --no-install-recommends gnuplot-nox >&2 ||
-		{ apt-get update -q >&2 &&
-		  apt-get install -y -q --no-install-recommends gnuplot-nox >&2; } ||
-		die "cannot install gnuplot-nox"
+	"$TESTBED" install gnuplot-nox || die "cannot install gnuplot-nox"
 	command -v gnuplot >/dev/null || die "gnuplot-nox installed no gnuplot"
 }
 

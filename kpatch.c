@@ -4411,9 +4411,12 @@ static __cold bool kpatch_retry(const struct kpatch_request *req,
 
 	list_add(&w.list, &kpatch_waiting);
 	mutex_unlock(&kpatch_mutex);
-	/* killable, and freezable: it holds no lock here */
-	set_current_state(TASK_KILLABLE | TASK_FREEZABLE);
-	schedule_timeout(msecs_to_jiffies(delay));
+	/*
+	 * Killable, not freezable: a write to the control file holds its
+	 * file system's freeze protection (file_start_write()), which a
+	 * frozen task must not hold.
+	 */
+	schedule_timeout_killable(msecs_to_jiffies(delay));
 	mutex_lock(&kpatch_mutex);
 	list_del(&w.list);
 	return !fatal_signal_pending(current);
@@ -4660,7 +4663,8 @@ static bool kpatch_held_ever;
  * refusal names it as before.  The first refusal of a try only makes its
  * record, to list the tasks in the way at the next run.  Drops the
  * references the run took.  Returns whether to run again at once: some
- * task was moved, or came out, since the run before.
+ * task was moved, marked or came out since the run before, and the writer
+ * was not killed (its write must then change nothing).
  */
 static __cold bool kpatch_move_out(struct kpatch_try *try, int ret)
 {
@@ -4675,8 +4679,10 @@ static __cold bool kpatch_move_out(struct kpatch_try *try, int ret)
 	lockdep_assert_held(&kpatch_mutex);
 	/* only this try's gate can be on: it is freed before the try ends */
 	WARN_ON_ONCE(kpatch_gate && (!m || kpatch_gate != m->gate));
+	/* a killed writer's update must not take effect: no run after it */
 	ok = ret == -EBUSY && (try->refused.why == KPATCH_BUSY ||
-			       try->refused.why == KPATCH_UNRELIABLE);
+			       try->refused.why == KPATCH_UNRELIABLE) &&
+	     !fatal_signal_pending(current);
 	if (!m) {
 		m = ok ? kpatch_movers_new() : NULL;
 		try->movers = m;
@@ -4715,7 +4721,8 @@ static __cold bool kpatch_move_out(struct kpatch_try *try, int ret)
 	kpatch_gate_on(m, try);
 	arrived = atomic_read(&m->gate->arrived);
 	kpatch_move_wait(m->gate);
-	return moved || marked || atomic_read(&m->gate->arrived) != arrived;
+	return (moved || marked || atomic_read(&m->gate->arrived) != arrived) &&
+	       !fatal_signal_pending(current);
 }
 
 /* A record for a try, if it may move tasks; NULL if not, or no memory. */

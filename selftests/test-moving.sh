@@ -47,7 +47,9 @@
 #   it: "chain") is moved too: the patch applies in one write.
 # - A task at the address of a moved task that was killed (a new reader
 #   right after the kill, 4 rounds): moved like any, every patch applies.
-# - A writer killed while it sleeps between tries applies nothing.
+# - A writer killed while it sleeps between tries applies nothing; nor
+#   one killed as the task it moved comes out (the reader's wait, ended
+#   by the move, sends it SIGKILL: "kill"), though that task is out.
 # - A hot function: 8 processes (nice 10) call getpid(2), patched to
 #   kpatch_test_move_getpid(), 3 times patched and unpatched: each write
 #   succeeds, every answer is right.  (make bench measures 40 processes.)
@@ -613,6 +615,33 @@ if grep -q '^x1 ' "$KP_PATCHES"; then
 fi
 set_param kpatch retries "$retries"
 set_param kpatch retry_delay_ms "$delay"
+check_no_splat
+
+start_test "a writer killed as the task it moved comes out applies nothing"
+log_mark
+set_param kpatch retries 0
+mparam hold 1
+reader r21
+check "the reader sleeps" wait_until sleeping_is 1
+# the reader's wait, ended by the move, sends the writer SIGKILL: the
+# writer is killed in its wait for the task, which is then out
+log_kp "patch x2 $old $new"
+st=0
+sh -c "echo \$\$ >/sys/module/$MOD/parameters/kill &&
+	exec $KPMOVE write $KP_CONTROL 'patch x2 $old $new'" >"$KP_TMP/x2" 2>&1 ||
+	st=$?
+diag "writer: exit status $st, output: $(cat "$KP_TMP/x2")"
+check_eq "the writer was killed (SIGKILL)" 137 "$st"
+check "the reader was moved" moved_in_log "$READER"
+check "the killed writer's patch is not enabled" \
+	sh -c "! grep -q '^x2 ' $KP_PATCHES"
+if grep -q '^x2 ' "$KP_PATCHES"; then
+	expect_ok unpatch x2
+fi
+release
+check_eq "the reader read the old function's answer" old "$(answer r21)"
+mparam kill 0
+set_param kpatch retries "$retries"
 check_no_splat
 
 start_test "a hot function: 8 processes call getpid"

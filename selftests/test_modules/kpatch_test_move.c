@@ -18,7 +18,9 @@
  * Then any wait that a signal ended sets "chained" and wakes the readers
  * of /sys/kernel/debug/kpatch_test_move/chain, which wait (in no patched
  * function) until "chained" is set, then read as /read does: a task that
- * enters the function as a moved one comes out.
+ * enters the function as a moved one comes out.  And if "kill" names a
+ * pid, a wait that a signal ended sends that task SIGKILL (and sets
+ * "kill" to 0): a writer killed as the task it moved comes out.
  *
  * Which version an update put in effect is set by the stop hooks, inside
  * stop_machine(): kpatch_test_move_stop_patch() says "new",
@@ -114,6 +116,8 @@ static unsigned int linger;
 module_param(linger, uint, 0644);
 static bool chained;
 module_param(chained, bool, 0644);
+static int kill;
+module_param(kill, int, 0644);
 static DECLARE_WAIT_QUEUE_HEAD(kpatch_move_chain_wq);
 
 static int kpatch_move_atomic_get(char *buffer, const struct kernel_param *kp)
@@ -157,6 +161,18 @@ module_param_cb(answers, &kpatch_move_answers_ops, NULL, 0444);
 /* The version the last update put in effect, set by the stop hooks. */
 static int kpatch_move_in_effect = KPATCH_MOVE_OLD;
 
+/* SIGKILL to the task "kill" names, once. */
+static void kpatch_move_kill(void)
+{
+	int pid = xchg(&kill, 0);
+
+	if (pid <= 0)
+		return;
+	rcu_read_lock();
+	kill_pid(find_vpid(pid), SIGKILL, 1);
+	rcu_read_unlock();
+}
+
 /*
  * Wait while "hold" is 1, as "sleep" says; -ERESTARTSYS if a signal, or
  * a fake one, ended an interruptible or killable wait.
@@ -190,6 +206,7 @@ static int kpatch_move_wait(void)
 	if (ret) {
 		WRITE_ONCE(chained, true);
 		wake_up_all(&kpatch_move_chain_wq);
+		kpatch_move_kill();
 	}
 	return ret;
 }

@@ -1793,7 +1793,7 @@ static int kpatch_add_range(struct kpatch_try *try, unsigned long start,
  * target is not f.  The next layer reads code the same way.
  * Without it: the stack check looks at [f, f + size) only, and a task
  * asleep under f.cold would let an update take f away under it.
- * Price: about 500 lines and 3 KiB of code; nothing per call; per update a
+ * Price: about 640 lines and 3.6 KiB of code; nothing per call; per update a
  * read of each changed function, byte by byte where it cannot be decoded.
  */
 
@@ -1811,8 +1811,14 @@ static unsigned long kpatch_return_thunk;
  * of the function at @fn (see kpatch_add_code()), else into any function
  * there (see kpatch_add_reach()).  @lost says that a jump could not be
  * followed: an indirect one, one that leaves @mod and is no return, or
- * code that could not be decoded.
+ * code that could not be decoded.  @pad holds the runs of INT3 where
+ * padding may be until kpatch_pads_follow() decides whether to follow
+ * them: not if nothing can lead there (see kpatch_pad()).  @landed: a
+ * jump of the reading lands on an INT3; @pads_all: the runs are
+ * followed, those found from now on at once.
  */
+#define KPATCH_PADS	16
+
 struct kpatch_reading {
 	struct kpatch_try *try;
 	unsigned int first;
@@ -1822,6 +1828,11 @@ struct kpatch_reading {
 	size_t nlen;
 	char *sym;		/* room for kpatch_symbol() */
 	bool lost;
+	bool landed, pads_all;
+	unsigned int npad;
+	struct {
+		unsigned long start, n, end;	/* n INT3s; its range's end */
+	} pad[KPATCH_PADS];
 };
 
 enum kpatch_insn {
@@ -1834,6 +1845,11 @@ enum kpatch_insn {
 };
 
 static int kpatch_read(struct kpatch_reading *rd);
+static int kpatch_read_range(struct kpatch_reading *rd, unsigned int r);
+static bool kpatch_pad(struct kpatch_reading *rd, unsigned long addr,
+		       unsigned long end);
+static void kpatch_land(struct kpatch_reading *rd, unsigned long target);
+static int kpatch_pads_follow(struct kpatch_reading *rd);
 static unsigned int kpatch_decode(const u8 *p, unsigned long avail,
 				  unsigned long addr, enum kpatch_insn *kind,
 				  unsigned long *target);
@@ -1874,59 +1890,156 @@ static __cold int kpatch_add_pieces(struct kpatch_try *try, unsigned int first,
  * symbol's size.  Other code that cannot be decoded is read on byte by
  * byte, each byte taken as the start of a jump, so that no jump is
  * missed: a false one leads into a function that is no piece, or makes
- * the reading lost, as does an INT3 (kpatch_follow_int3()).  A module's own
- * tables are read too (kpatch_follow_tables()); vmlinux's are not
- * exported, and a static branch of vmlinux leads only where it leads now
- * (see Documentation.txt).  Without @fn, reading stops once it is lost:
- * the whole module is checked then.
+ * the reading lost, as does an INT3 (kpatch_follow_int3()).  An INT3
+ * where padding may be waits until the reading knows whether a jump
+ * lands there (kpatch_pads_follow()).  A module's own tables are read
+ * too (kpatch_follow_tables()); vmlinux's are not exported, and a static
+ * branch of vmlinux leads only where it leads now (see Documentation.txt).
+ * Without @fn, reading stops once it is lost: the whole module is checked
+ * then.
  */
 static int kpatch_read(struct kpatch_reading *rd)
 {
-	struct kpatch_try *try = rd->try;
-	unsigned long start, end, target, i;
-	bool bytewise, padding;
+	unsigned int r = rd->first;
+	int ret;
+
+	do {
+		for (; r < rd->try->nr_ranges; r++) {
+			ret = kpatch_read_range(rd, r);
+			if (ret || (rd->lost && !rd->fn))
+				return ret;
+		}
+		/* following a run may add ranges: read them too */
+		ret = kpatch_pads_follow(rd);
+		if (ret || (rd->lost && !rd->fn))
+			return ret;
+	} while (r < rd->try->nr_ranges);
+	return 0;
+}
+
+/* Read range @r of @rd's try (see kpatch_read()). */
+static int kpatch_read_range(struct kpatch_reading *rd, unsigned int r)
+{
+	unsigned long start = rd->try->ranges[r].start, target, i;
+	unsigned long end = rd->try->ranges[r].end;
+	bool bytewise = false, padding = false;
 	enum kpatch_insn kind;
-	unsigned int r, len;
+	unsigned int len;
 	const u8 *p;
 	int ret = 0;
 
-	for (r = rd->first; r < try->nr_ranges; r++) {
-		start = try->ranges[r].start;
-		end = try->ranges[r].end;
-		bytewise = false;
-		padding = false;
-		for (i = 0; start + i < end; i += bytewise ? 1 : len) {
-			p = (const u8 *)start + i;
-			len = kpatch_decode(p, end - start - i, start + i, &kind,
-					    &target);
-			if (!len && kind == KPATCH_INSN_SHORT && !bytewise)
-				break;
-			if (!bytewise && *p == INT3_INSN_OPCODE) {
+	for (i = 0; start + i < end; i += bytewise ? 1 : len) {
+		p = (const u8 *)start + i;
+		len = kpatch_decode(p, end - start - i, start + i, &kind,
+				    &target);
+		if (!len && kind == KPATCH_INSN_SHORT && !bytewise)
+			break;
+		if (*p == INT3_INSN_OPCODE) {
+			/* byte by byte, any INT3 may hide a jump */
+			padding &= !bytewise;
+			if (!padding || !kpatch_pad(rd, start + i, end))
 				ret = kpatch_follow_int3(rd, p, end - start - i,
 							 start + i, padding);
-				bytewise = !padding;
-			} else {
-				if (!len || kind == KPATCH_INSN_INDIRECT)
-					rd->lost = true;
-				bytewise |= !len;
-				if (len && (kind == KPATCH_INSN_JUMP ||
-					    kind == KPATCH_INSN_JCC) &&
-				    (target < start || target >= end))
+			bytewise |= !padding;
+		} else {
+			if (!len || kind == KPATCH_INSN_INDIRECT)
+				rd->lost = true;
+			bytewise |= !len;
+			if (len && (kind == KPATCH_INSN_JUMP ||
+				    kind == KPATCH_INSN_JCC)) {
+				if (target < start || target >= end)
 					ret = kpatch_follow(rd, target);
+				else
+					kpatch_land(rd, target);
 			}
-			if (ret || (rd->lost && !rd->fn))
-				return ret;
-			/* after a ret or a jmp, INT3 is padding (SLS) */
-			padding = kind == KPATCH_INSN_RET ||
-				  kind == KPATCH_INSN_JUMP ||
-				  kind == KPATCH_INSN_INDIRECT ||
-				  (padding && *p == INT3_INSN_OPCODE);
 		}
-		ret = kpatch_follow_tables(rd, rd->mod, start, end);
 		if (ret || (rd->lost && !rd->fn))
 			return ret;
+		/* after a ret or a jmp, INT3 is padding (SLS) */
+		padding = kind == KPATCH_INSN_RET ||
+			  kind == KPATCH_INSN_JUMP ||
+			  kind == KPATCH_INSN_INDIRECT ||
+			  (padding && *p == INT3_INSN_OPCODE);
 	}
-	return 0;
+	return kpatch_follow_tables(rd, rd->mod, start, end);
+}
+
+/*
+ * INT3s where padding may be: after a ret, a jmp or another such INT3,
+ * which the code before never runs on into.  Padding (of straight-line
+ * speculation, of a return the kernel rewrote, between functions), or a
+ * kprobe on the first instruction of a block -- which runs only if
+ * something leads there: a jump landing on it, or on a probed
+ * instruction before it in the same run that runs on into it, or a code
+ * the reading cannot see.  So the runs wait until the reading is done;
+ * if then no jump of it landed on an INT3 (@landed), none left for code
+ * it cannot know (@lost: an indirect jump, undecodable code, an
+ * optimized kprobe's jmp out, a jump out of the module or of vmlinux,
+ * a static call's tail), and the code is a module's, whose exception
+ * table the reading has read (vmlinux's is not exported), nothing leads
+ * into a run: whatever it hides never runs, and it is not followed.
+ * Else every run is followed, as the code before them is read.
+ * This spares the padding of nearly every function what following costs:
+ * a kallsyms lookup for each false target (a module's kallsyms reads all
+ * its symbols), or for the ways into a module a kprobes question.
+ *
+ * kpatch_pad() records the INT3 at @addr in its run (its range ends at
+ * @end); false if the runs are followed already, or there is no room:
+ * follow it now.
+ */
+static bool kpatch_pad(struct kpatch_reading *rd, unsigned long addr,
+		       unsigned long end)
+{
+	unsigned int n = rd->npad;
+
+	if (rd->pads_all)
+		return false;
+	if (n && rd->pad[n - 1].end == end &&
+	    rd->pad[n - 1].start + rd->pad[n - 1].n == addr) {
+		rd->pad[n - 1].n++;
+		return true;
+	}
+	if (n == KPATCH_PADS) {
+		rd->pads_all = true;
+		return false;
+	}
+	rd->pad[n].start = addr;
+	rd->pad[n].n = 1;
+	rd->pad[n].end = end;
+	rd->npad++;
+	return true;
+}
+
+/* A jump of the reading lands at @target, inside a range: on an INT3? */
+static void kpatch_land(struct kpatch_reading *rd, unsigned long target)
+{
+	if (*(const u8 *)target == INT3_INSN_OPCODE)
+		rd->landed = true;
+}
+
+/*
+ * Once the ranges are read: follow every run recorded (see kpatch_pad()),
+ * unless nothing can lead into one.  Following may add ranges, which the
+ * caller reads, following their runs at once.
+ */
+static int kpatch_pads_follow(struct kpatch_reading *rd)
+{
+	unsigned long addr, end;
+	unsigned int i;
+	int ret = 0;
+
+	if (rd->mod && !rd->landed && !rd->lost && !rd->pads_all)
+		return 0;
+	rd->pads_all = true;
+	for (i = 0; i < rd->npad && !ret; i++) {
+		end = rd->pad[i].start + rd->pad[i].n;
+		for (addr = rd->pad[i].start; addr < end && !ret; addr++)
+			ret = kpatch_follow_int3(rd, (const u8 *)addr,
+						 rd->pad[i].end - addr, addr,
+						 true);
+	}
+	rd->npad = 0;
+	return ret;
 }
 
 /*
@@ -2154,8 +2267,10 @@ static int kpatch_follow(struct kpatch_reading *rd, unsigned long target)
 
 	for (i = rd->first; i < try->nr_ranges; i++)
 		if (target >= try->ranges[i].start &&
-		    target < try->ranges[i].end)
+		    target < try->ranges[i].end) {
+			kpatch_land(rd, target);
 			return 0;	/* read, or to be read */
+		}
 	if (target == kpatch_return_thunk)
 		return 0;
 	home = rd->mod ? kpatch_module_text(rd->mod, target) :
@@ -2181,7 +2296,10 @@ static int kpatch_follow(struct kpatch_reading *rd, unsigned long target)
 		     !str_has_prefix(rd->sym + rd->nlen, ".part.")))
 			return 0;	/* a tail call: the function ends */
 	}
-	return kpatch_add_range(try, start, size);
+	if (kpatch_add_range(try, start, size))
+		return -ENOMEM;
+	kpatch_land(rd, target);
+	return 0;
 }
 
 static int kpatch_follow_tables(struct kpatch_reading *rd, struct module *mod,
@@ -4577,7 +4695,7 @@ static bool kpatch_removal_waits(const struct kpatch_patch *patch)
  *
  * Without it (move=N): a try refused by a sleeping or preempted task
  * waits and tries again, and fails once the retries are spent.
- * Price: about 400 lines and 1.7 KiB of code; nothing per call but while
+ * Price: about 480 lines and 2 KiB of code; nothing per call but while
  * the gate is on: then per call of a gated site a hash probe, and once per
  * task a claimed slot; per try that finds a task in its way, the gate and
  * the list of a run (about 15 KiB, freed when the try ends).

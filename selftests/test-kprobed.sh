@@ -25,7 +25,15 @@
 #     piece, and kpatch_test_sc_near_rj()'s jmp to the module's
 #     kpatch_test_sc_far_helper(), where the reader sleeps in a call;
 #     the refusal names the piece, and the module's code (kprobes says
-#     there is a probe: not padding).
+#     there is a probe: not padding).  And kpatch_test_pc_xj()'s jmp to
+#     its piece, where only the module's exception table leads: the
+#     fixup of a ud2 that the call runs into.
+#   - two kprobes in one function, the second one through tracefs, where
+#     one hides what leads to the other's jump into a piece: an optimized
+#     kprobe (a jmp out) before a jne; a probed "mov %ebx, %eax" (8b c3,
+#     which after its INT3 reads as a ret) before a jmp; a jmp after a
+#     return that only another probed jmp leads to; a probe on the testl
+#     before a probed jne.  Each refusal names the piece.
 #   - a redirect into a module: kpatch_test_sc_near() is a jmp to
 #     kpatch_test_sc_near_helper(), the function right behind it; a
 #     reader redirected there sleeps in a call made from the helper.
@@ -82,6 +90,8 @@ release() {
 	if mod_loaded "$KPROBE"; then
 		unload_mod "$KPROBE" || :
 	fi
+	echo 0 >"$TRACEFS/events/kprobes/enable" 2>/dev/null || :
+	echo >"$TRACEFS/kprobe_events" 2>/dev/null || :
 }
 KP_CLEANUP_HOOK=release
 
@@ -231,6 +241,39 @@ check_eq "the call finished in the piece (15)" 15 "$(modparam "$PC" result)"
 check "rmmod $KPROBE" unload_mod "$KPROBE"
 check_no_splat
 
+start_test "a kprobe on a jump into a piece where only an exception fixup leads"
+log_mark
+xj=$(sym kpatch_test_pc_xj "$PC") || bail "setup: find kpatch_test_pc_xj"
+pxj=$(sym kpatch_test_pc_plain_xj "$PC") || bail "setup: find kpatch_test_pc_plain_xj"
+probe_on kpatch_test_pc_xj "$(modparam "$PC" xj_jmp)"
+tail0=$(modparam "$PC" tail)
+set_param "$PC" hold 1
+set_param "$PC" call xj
+check "the thread sleeps in a call made from kpatch_test_pc_xj.part.0" \
+	wait_until pc_asleep
+check_grep "the kprobe fired on the jmp" '^[1-9]' "$(modparam "$KPROBE" hits)"
+log_mark
+kp patch k7 "$xj" "$pxj" || :
+check_eq "patch k7 -> EBUSY" EBUSY "$KP_RESULT"
+check_transcript "the log names the piece and the thread" <<EOF
+% echo 'patch k7 $xj $pxj' > control
+kpatch: patch 'k7' refused: kpatch_test_pc_xj.part.0+0x_/0x_ [$PC] is on the stack of pid $pcpid (kpatch_pc)
+EOF
+patched=no
+if is_patched k7; then
+	patched=yes
+fi
+set_param "$PC" hold 0
+check "the thread's call returned" wait_until modparam_is "$PC" call none
+if [ "$patched" = yes ]; then
+	check_eq "no old code ran after patch k7 took effect (tail)" \
+		"$tail0" "$(modparam "$PC" tail)"
+	kp unpatch k7 || :
+fi
+check_eq "the call finished in the piece (16)" 16 "$(modparam "$PC" result)"
+check "rmmod $KPROBE" unload_mod "$KPROBE"
+check_no_splat
+
 start_test "a kprobe on a jump into a helper that starts a block after a return"
 log_mark
 near_rj=$(sym kpatch_test_sc_near_rj "$SC") || bail "setup: find kpatch_test_sc_near_rj"
@@ -268,3 +311,72 @@ kpatch: unpatch 'k6' refused: kpatch_test_sc_far_helper+0x_/0x_ [$SC] is on the 
 EOF
 near_leave k6 64
 check_no_splat
+
+# two_probes NAME OFF1 OFF2: kpatch_test_pc_NAME() with kpatch_test_kprobe
+# at OFF1 past its ENDBR and a tracefs kprobe at OFF2; the thread sleeps
+# in NAME.part.0; patching NAME must fail, naming the piece
+two_probes() {
+	_fn=kpatch_test_pc_$1
+	_a=$(sym "$_fn" "$PC") || bail "setup: find $_fn"
+	probe_on "$_fn" "$2"
+	_l=$(grep "[[:space:]]$_fn+0x" "$KPROBES_LIST")
+	_hex=${_l##*"$_fn"+0x}
+	_hex=${_hex%% *}
+	# kprobes lists the address itself: the ENDBR is the difference
+	_off=$((0x$_hex - $2 + $3))
+	log_command "echo 'p:kprobes/kpk$1 $_fn+$_off' >> kprobe_events"
+	check "a second kprobe on $_fn+$_off, through tracefs" \
+		sh -c "echo 'p:kprobes/kpk$1 $_fn+$_off' >>$TRACEFS/kprobe_events &&
+			echo 1 >$TRACEFS/events/kprobes/kpk$1/enable"
+	# an optimized kprobe is made so after a few jiffies
+	sleep 1
+	diag "kprobes:" "$(grep "$_fn" "$KPROBES_LIST")"
+	_tail0=$(modparam "$PC" tail)
+	set_param "$PC" hold 1
+	set_param "$PC" call "$1"
+	check "the thread sleeps in a call made from $_fn.part.0" \
+		wait_until pc_asleep
+	log_mark
+	kp patch "k$1" "$_a" "$pg" || :
+	check_eq "patch k$1 -> EBUSY" EBUSY "$KP_RESULT"
+	check_transcript "the log names the piece and the thread" <<EOF
+% echo 'patch k$1 $_a $pg' > control
+kpatch: patch 'k$1' refused: $_fn.part.0+0x_/0x_ [$PC] is on the stack of pid $pcpid (kpatch_pc)
+EOF
+	_patched=no
+	if is_patched "k$1"; then
+		_patched=yes
+	fi
+	set_param "$PC" hold 0
+	check "the thread's call returned" wait_until modparam_is "$PC" call none
+	if [ "$_patched" = yes ]; then
+		check_eq "no old code ran after patch k$1 took effect (tail)" \
+			"$_tail0" "$(modparam "$PC" tail)"
+		kp unpatch "k$1" || :
+	fi
+	check_eq "the call finished in the piece ($4)" "$4" "$(modparam "$PC" result)"
+	echo 0 >"$TRACEFS/events/kprobes/kpk$1/enable"
+	echo "-:kprobes/kpk$1" >>"$TRACEFS/kprobe_events"
+	check "rmmod $KPROBE" unload_mod "$KPROBE"
+	check_no_splat
+}
+
+# shellcheck disable=SC2046 # four numbers
+set -- $(modparam "$PC" two_off)
+opt_off=$1 d_off=$2 e1_off=$3 e3_off=$4
+
+start_test "an optimized kprobe before a kprobed jne into a piece"
+log_mark
+two_probes opt $((opt_off + 5)) "$opt_off" 17
+
+start_test "a kprobed 8b c3 before a kprobed jmp into a piece, after a return"
+log_mark
+two_probes d "$d_off" $((d_off + 2)) 18
+
+start_test "a kprobed jmp into a piece that only another kprobed jmp leads to"
+log_mark
+two_probes e "$e3_off" "$e1_off" 19
+
+start_test "a kprobe on the testl before a kprobed jne into a piece"
+log_mark
+two_probes g 5 7 11

@@ -110,15 +110,22 @@ int kpatch_test_pc_jmp8(int x);
 int kpatch_test_pc_jcc8(int x);
 int kpatch_test_pc_mid(int x);
 int kpatch_test_pc_rj(int x);
+int kpatch_test_pc_xj(int x);
+int kpatch_test_pc_opt(int x);
+int kpatch_test_pc_d(int x);
+int kpatch_test_pc_e(int x);
 int kpatch_test_pc_plain_f(int x);
 int kpatch_test_pc_plain_g(int x);
 int kpatch_test_pc_plain_jmp8(int x);
 int kpatch_test_pc_plain_jcc8(int x);
 int kpatch_test_pc_plain_mid(int x);
 int kpatch_test_pc_plain_rj(int x);
+int kpatch_test_pc_plain_xj(int x);
 int kpatch_test_pc_wait(void);
 extern int kpatch_test_pc_tail;
 extern const u32 kpatch_test_pc_rj_off;	/* its jmp, from its start */
+extern const u32 kpatch_test_pc_xj_off;	/* its jmp, from its start */
+extern const u32 kpatch_test_pc_two_off[4];	/* opt, d, e (two) */
 
 /* kpatch_test_hooks.ko: the value functions return 100 (f1: 101, ...) */
 int kpatch_test_hooks_f(void);

@@ -33,6 +33,26 @@
  *				kprobe there keeps an INT3 where padding may
  *				be.  "rj_jmp" reads that jmp's offset from
  *				the function's start, past its ENDBR.  15.
+ *   kpatch_test_pc_xj(x)	the same block and jmp (into
+ *				kpatch_test_pc_xj.part.0), but no jump of
+ *				the function leads there: for x != 0 it runs
+ *				into a ud2, whose entry in the module's
+ *				exception table sends it there.  "xj_jmp"
+ *				reads the jmp's offset as "rj_jmp" does.  16.
+ *
+ * And for two kprobes at once (test-kprobed.sh), each jumping into its
+ * NAME.part.0, which returns 10 plus the number given; "two_off" reads
+ * "OPT D E1 E3", offsets past the ENDBR:
+ *   kpatch_test_pc_opt(x)	testl; a 5-byte movl at OPT (an optimized
+ *				kprobe makes it a jmp out); jne into the
+ *				piece at OPT + 5.  17.
+ *   kpatch_test_pc_d(x)	after a return, a block at D that is
+ *				"mov %ebx, %eax" (8b c3, read after an INT3
+ *				as a ret), then a jmp into the piece at
+ *				D + 2.  18.
+ *   kpatch_test_pc_e(x)	after a return, a jmp into the piece at E1,
+ *				which only the jmp at E3 (a block of its own
+ *				after a jmp, reached by a jne) leads to.  19.
  *
  * They are written in asm, so that the pieces, their names and the
  * jumps are the same on every compiler, and so are traceable functions
@@ -41,12 +61,13 @@
  * (and kpatch) can attach to them.  Only caller-saved registers are used.
  *
  * Each has a twin in C, kpatch_test_pc_plain_NAME(), returning 100
- * (f), 101 (g), 102 (jmp8), 103 (jcc8), 104 (mid) or 105 (rj): the twin replaces
+ * (f), 101 (g), 102 (jmp8), 103 (jcc8), 104 (mid), 105 (rj) or 106 (xj):
+ * the twin replaces
  * the function with the pieces (the old side), or the function with the
  * pieces replaces its twin (the new side).
  *
  * On load a kthread named "kpatch_pc" (its pid is in "pid") waits.
- * Writing a NAME above (f, g, jmp8, jcc8, mid, rj, or plain_f ... plain_rj)
+ * Writing a NAME above (f, g, jmp8, jcc8, mid, rj, xj, or plain_f ...)
  * to "call" makes it call that function with x = 1, store what the call
  * returned in "result" and set "call" back to "none".  "state" reads 1
  * while the thread sleeps in kpatch_test_pc_wait(), 2 once it left.
@@ -68,6 +89,7 @@
 #include <linux/sched.h>
 #include <linux/string.h>
 #include <linux/wait.h>
+#include <asm/asm.h>
 #include <asm/ibt.h>
 
 #include "kpatch_test.h"
@@ -302,6 +324,133 @@ asm("	.pushsection	.text, \"ax\", @progbits\n"
 "	.popsection\n"
 );
 
+/*
+ * xj and xj.part.0: as rj, but only the module's exception table leads to
+ * the block with the jmp: it is the fixup of the ud2 that x != 0 runs
+ * into.
+ */
+asm("	.pushsection	.text, \"ax\", @progbits\n"
+"	.globl		kpatch_test_pc_xj\n"
+"	.type		kpatch_test_pc_xj, @function\n"
+"kpatch_test_pc_xj:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"	testl		%edi, %edi\n"
+"	je		.Lkpatch_test_pc_xj_zero\n"
+"8:	ud2\n"
+".Lkpatch_test_pc_xj_zero:\n"
+"	xorl		%eax, %eax\n"
+	ASM_RET
+"9:	{disp32} jmp	kpatch_test_pc_xj.part.0\n"
+"	.size		kpatch_test_pc_xj, .-kpatch_test_pc_xj\n"
+	_ASM_EXTABLE(8b, 9b)
+"	.pushsection	.rodata, \"a\", @progbits\n"
+"	.balign		4\n"
+"kpatch_test_pc_xj_off:\n"
+"	.long		9b - kpatch_test_pc_xj\n"
+"	.popsection\n"
+"\n"
+"	.type		kpatch_test_pc_xj.part.0, @function\n"
+"kpatch_test_pc_xj.part.0:\n"
+	KPATCH_PC_PIECE_BODY(6)
+	ASM_RET
+"	.size		kpatch_test_pc_xj.part.0, .-kpatch_test_pc_xj.part.0\n"
+"	.popsection\n"
+);
+
+/* opt, d and e: see the top of the file */
+asm("	.pushsection	.text, \"ax\", @progbits\n"
+"	.globl		kpatch_test_pc_opt\n"
+"	.type		kpatch_test_pc_opt, @function\n"
+"kpatch_test_pc_opt:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"	testl		%edi, %edi\n"
+"4:	.byte		0xb8, 0, 0, 0, 0\n"
+"	{disp32} jne	kpatch_test_pc_opt.part.0\n"
+	ASM_RET
+"	.size		kpatch_test_pc_opt, .-kpatch_test_pc_opt\n"
+"	.type		kpatch_test_pc_opt.part.0, @function\n"
+"kpatch_test_pc_opt.part.0:\n"
+	KPATCH_PC_PIECE_BODY(7)
+	ASM_RET
+"	.size		kpatch_test_pc_opt.part.0, .-kpatch_test_pc_opt.part.0\n"
+"\n"
+"	.globl		kpatch_test_pc_d\n"
+"	.type		kpatch_test_pc_d, @function\n"
+"kpatch_test_pc_d:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"	testl		%edi, %edi\n"
+"	jne		5f\n"
+"	xorl		%eax, %eax\n"
+	ASM_RET
+"5:	.byte		0x8b, 0xc3\n"
+"	{disp32} jmp	kpatch_test_pc_d.part.0\n"
+"	.size		kpatch_test_pc_d, .-kpatch_test_pc_d\n"
+"	.type		kpatch_test_pc_d.part.0, @function\n"
+"kpatch_test_pc_d.part.0:\n"
+	KPATCH_PC_PIECE_BODY(8)
+	ASM_RET
+"	.size		kpatch_test_pc_d.part.0, .-kpatch_test_pc_d.part.0\n"
+"\n"
+"	.globl		kpatch_test_pc_e\n"
+"	.type		kpatch_test_pc_e, @function\n"
+"kpatch_test_pc_e:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"	cmpl		$7, %edi\n"
+"	je		2f\n"
+"	testl		%edi, %edi\n"
+"	jne		3f\n"
+"0:	xorl		%eax, %eax\n"
+	ASM_RET
+"1:	{disp32} jmp	kpatch_test_pc_e.part.0\n"
+"2:	jmp		0b\n"
+"3:	jmp		1b\n"
+"	.size		kpatch_test_pc_e, .-kpatch_test_pc_e\n"
+"	.type		kpatch_test_pc_e.part.0, @function\n"
+"kpatch_test_pc_e.part.0:\n"
+	KPATCH_PC_PIECE_BODY(9)
+	ASM_RET
+"	.size		kpatch_test_pc_e.part.0, .-kpatch_test_pc_e.part.0\n"
+"\n"
+"	.pushsection	.rodata, \"a\", @progbits\n"
+"	.balign		4\n"
+"kpatch_test_pc_two_off:\n"
+"	.long		4b - kpatch_test_pc_opt, 5b - kpatch_test_pc_d\n"
+"	.long		1b - kpatch_test_pc_e, 3b - kpatch_test_pc_e\n"
+"	.popsection\n"
+"	.popsection\n"
+);
+
+static int kpatch_pc_two_off_get(char *buffer, const struct kernel_param *kp)
+{
+	return scnprintf(buffer, PAGE_SIZE, "%u %u %u %u\n",
+			 kpatch_test_pc_two_off[0] - ENDBR_INSN_SIZE,
+			 kpatch_test_pc_two_off[1] - ENDBR_INSN_SIZE,
+			 kpatch_test_pc_two_off[2] - ENDBR_INSN_SIZE,
+			 kpatch_test_pc_two_off[3] - ENDBR_INSN_SIZE);
+}
+
+static const struct kernel_param_ops kpatch_pc_two_off_ops = {
+	.get = kpatch_pc_two_off_get,
+};
+module_param_cb(two_off, &kpatch_pc_two_off_ops, NULL, 0444);
+MODULE_PARM_DESC(two_off, "offsets of opt's movl, d's mov, e's two jmps, past the ENDBR");
+
+static int kpatch_pc_xj_jmp_get(char *buffer, const struct kernel_param *kp)
+{
+	return scnprintf(buffer, PAGE_SIZE, "%u\n",
+			 kpatch_test_pc_xj_off - ENDBR_INSN_SIZE);
+}
+
+static const struct kernel_param_ops kpatch_pc_xj_jmp_ops = {
+	.get = kpatch_pc_xj_jmp_get,
+};
+module_param_cb(xj_jmp, &kpatch_pc_xj_jmp_ops, NULL, 0444);
+MODULE_PARM_DESC(xj_jmp, "offset of xj's jmp into its piece, past its ENDBR");
+
 static int kpatch_pc_rj_jmp_get(char *buffer, const struct kernel_param *kp)
 {
 	return scnprintf(buffer, PAGE_SIZE, "%u\n",
@@ -318,6 +467,12 @@ noinline int kpatch_test_pc_plain_rj(int x)
 {
 	barrier();
 	return kpatch_test_opaque(105);
+}
+
+noinline int kpatch_test_pc_plain_xj(int x)
+{
+	barrier();
+	return kpatch_test_opaque(106);
 }
 
 noinline int kpatch_test_pc_plain_f(int x)
@@ -360,12 +515,17 @@ static const struct {
 	{ "jcc8", kpatch_test_pc_jcc8 },
 	{ "mid", kpatch_test_pc_mid },
 	{ "rj", kpatch_test_pc_rj },
+	{ "xj", kpatch_test_pc_xj },
+	{ "opt", kpatch_test_pc_opt },
+	{ "d", kpatch_test_pc_d },
+	{ "e", kpatch_test_pc_e },
 	{ "plain_f", kpatch_test_pc_plain_f },
 	{ "plain_g", kpatch_test_pc_plain_g },
 	{ "plain_jmp8", kpatch_test_pc_plain_jmp8 },
 	{ "plain_jcc8", kpatch_test_pc_plain_jcc8 },
 	{ "plain_mid", kpatch_test_pc_plain_mid },
 	{ "plain_rj", kpatch_test_pc_plain_rj },
+	{ "plain_xj", kpatch_test_pc_plain_xj },
 };
 
 /* 1 + the index in kpatch_pc_fns of the function to call; 0: none. */

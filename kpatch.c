@@ -4537,7 +4537,12 @@ static __cold bool kpatch_retry(const struct kpatch_request *req,
 	schedule_timeout_killable(msecs_to_jiffies(delay));
 	mutex_lock(&kpatch_mutex);
 	list_del(&w.list);
-	return !fatal_signal_pending(current);
+	if (!fatal_signal_pending(current))
+		return true;
+	/* a killed writer's update must not take effect: no more tries */
+	pr_err("%s '%s' refused after %u %s: its writer was killed\n",
+	       req->verb, kpatch_req_name(req), n, n == 1 ? "try" : "tries");
+	return false;
 }
 
 /*

@@ -1846,16 +1846,16 @@ enum kpatch_insn {
 
 static int kpatch_read(struct kpatch_reading *rd);
 static int kpatch_read_range(struct kpatch_reading *rd, unsigned int r);
-static bool kpatch_pad(struct kpatch_reading *rd, unsigned long addr,
-		       unsigned long end);
-static void kpatch_land(struct kpatch_reading *rd, unsigned long target);
-static int kpatch_pads_follow(struct kpatch_reading *rd);
 static unsigned int kpatch_decode(const u8 *p, unsigned long avail,
 				  unsigned long addr, enum kpatch_insn *kind,
 				  unsigned long *target);
+static bool kpatch_pad(struct kpatch_reading *rd, unsigned long addr,
+		       unsigned long end);
 static int kpatch_follow(struct kpatch_reading *rd, unsigned long target);
+static void kpatch_land(struct kpatch_reading *rd, unsigned long target);
 static int kpatch_follow_tables(struct kpatch_reading *rd, struct module *mod,
 				unsigned long start, unsigned long end);
+static int kpatch_pads_follow(struct kpatch_reading *rd);
 static int kpatch_follow_int3(struct kpatch_reading *rd, const u8 *p,
 			      unsigned long avail, unsigned long addr,
 			      bool padding);
@@ -1962,84 +1962,6 @@ static int kpatch_read_range(struct kpatch_reading *rd, unsigned int r)
 			  (padding && *p == INT3_INSN_OPCODE);
 	}
 	return kpatch_follow_tables(rd, rd->mod, start, end);
-}
-
-/*
- * INT3s where padding may be: after a ret, a jmp or another such INT3,
- * which the code before never runs on into.  Padding (of straight-line
- * speculation, of a return the kernel rewrote, between functions), or a
- * kprobe on the first instruction of a block -- which runs only if
- * something leads there: a jump landing on it, or on a probed
- * instruction before it in the same run that runs on into it, or a code
- * the reading cannot see.  So the runs wait until the reading is done;
- * if then no jump of it landed on an INT3 (@landed), none left for code
- * it cannot know (@lost: an indirect jump, undecodable code, an
- * optimized kprobe's jmp out, a jump out of the module or of vmlinux,
- * a static call's tail), and the code is a module's, whose exception
- * table the reading has read (vmlinux's is not exported), nothing leads
- * into a run: whatever it hides never runs, and it is not followed.
- * Else every run is followed, as the code before them is read.
- * This spares the padding of nearly every function what following costs:
- * a kallsyms lookup for each false target (a module's kallsyms reads all
- * its symbols), or for the ways into a module a kprobes question.
- *
- * kpatch_pad() records the INT3 at @addr in its run (its range ends at
- * @end); false if the runs are followed already, or there is no room:
- * follow it now.
- */
-static bool kpatch_pad(struct kpatch_reading *rd, unsigned long addr,
-		       unsigned long end)
-{
-	unsigned int n = rd->npad;
-
-	if (rd->pads_all)
-		return false;
-	if (n && rd->pad[n - 1].end == end &&
-	    rd->pad[n - 1].start + rd->pad[n - 1].n == addr) {
-		rd->pad[n - 1].n++;
-		return true;
-	}
-	if (n == KPATCH_PADS) {
-		rd->pads_all = true;
-		return false;
-	}
-	rd->pad[n].start = addr;
-	rd->pad[n].n = 1;
-	rd->pad[n].end = end;
-	rd->npad++;
-	return true;
-}
-
-/* A jump of the reading lands at @target, inside a range: on an INT3? */
-static void kpatch_land(struct kpatch_reading *rd, unsigned long target)
-{
-	if (*(const u8 *)target == INT3_INSN_OPCODE)
-		rd->landed = true;
-}
-
-/*
- * Once the ranges are read: follow every run recorded (see kpatch_pad()),
- * unless nothing can lead into one.  Following may add ranges, which the
- * caller reads, following their runs at once.
- */
-static int kpatch_pads_follow(struct kpatch_reading *rd)
-{
-	unsigned long addr, end;
-	unsigned int i;
-	int ret = 0;
-
-	if (rd->mod && !rd->landed && !rd->lost && !rd->pads_all)
-		return 0;
-	rd->pads_all = true;
-	for (i = 0; i < rd->npad && !ret; i++) {
-		end = rd->pad[i].start + rd->pad[i].n;
-		for (addr = rd->pad[i].start; addr < end && !ret; addr++)
-			ret = kpatch_follow_int3(rd, (const u8 *)addr,
-						 rd->pad[i].end - addr, addr,
-						 true);
-	}
-	rd->npad = 0;
-	return ret;
 }
 
 /*
@@ -2256,6 +2178,52 @@ static unsigned int kpatch_modrm_end(const u8 *p, unsigned int i,
 	return i + (modrm >= 0x80 ? 4 : modrm >= 0x40 ? 1 : 0);
 }
 
+/*
+ * INT3s where padding may be: after a ret, a jmp or another such INT3,
+ * which the code before never runs on into.  Padding (of straight-line
+ * speculation, of a return the kernel rewrote, between functions), or a
+ * kprobe on the first instruction of a block -- which runs only if
+ * something leads there: a jump landing on it, or on a probed
+ * instruction before it in the same run that runs on into it, or a code
+ * the reading cannot see.  So the runs wait until the reading is done;
+ * if then no jump of it landed on an INT3 (@landed), none left for code
+ * it cannot know (@lost: an indirect jump, undecodable code, an
+ * optimized kprobe's jmp out, a jump out of the module or of vmlinux,
+ * a static call's tail), and the code is a module's, whose exception
+ * table the reading has read (vmlinux's is not exported), nothing leads
+ * into a run: whatever it hides never runs, and it is not followed.
+ * Else every run is followed, as the code before them is read.
+ * This spares the padding of nearly every function what following costs:
+ * a kallsyms lookup for each false target (a module's kallsyms reads all
+ * its symbols), or for the ways into a module a kprobes question.
+ *
+ * kpatch_pad() records the INT3 at @addr in its run (its range ends at
+ * @end); false if the runs are followed already, or there is no room:
+ * follow it now.
+ */
+static bool kpatch_pad(struct kpatch_reading *rd, unsigned long addr,
+		       unsigned long end)
+{
+	unsigned int n = rd->npad;
+
+	if (rd->pads_all)
+		return false;
+	if (n && rd->pad[n - 1].end == end &&
+	    rd->pad[n - 1].start + rd->pad[n - 1].n == addr) {
+		rd->pad[n - 1].n++;
+		return true;
+	}
+	if (n == KPATCH_PADS) {
+		rd->pads_all = true;
+		return false;
+	}
+	rd->pad[n].start = addr;
+	rd->pad[n].n = 1;
+	rd->pad[n].end = end;
+	rd->npad++;
+	return true;
+}
+
 /* Follow a jump of @rd to @target. */
 static int kpatch_follow(struct kpatch_reading *rd, unsigned long target)
 {
@@ -2302,6 +2270,13 @@ static int kpatch_follow(struct kpatch_reading *rd, unsigned long target)
 	return 0;
 }
 
+/* A jump of the reading lands at @target, inside a range: on an INT3? */
+static void kpatch_land(struct kpatch_reading *rd, unsigned long target)
+{
+	if (*(const u8 *)target == INT3_INSN_OPCODE)
+		rd->landed = true;
+}
+
 static int kpatch_follow_tables(struct kpatch_reading *rd, struct module *mod,
 				unsigned long start, unsigned long end)
 {
@@ -2338,6 +2313,31 @@ static int kpatch_follow_tables(struct kpatch_reading *rd, struct module *mod,
 			ret = kpatch_follow(rd, (unsigned long)&x->fixup +
 						x->fixup);
 	}
+	return ret;
+}
+
+/*
+ * Once the ranges are read: follow every run recorded (see kpatch_pad()),
+ * unless nothing can lead into one.  Following may add ranges, which the
+ * caller reads, following their runs at once.
+ */
+static int kpatch_pads_follow(struct kpatch_reading *rd)
+{
+	unsigned long addr, end;
+	unsigned int i;
+	int ret = 0;
+
+	if (rd->mod && !rd->landed && !rd->lost && !rd->pads_all)
+		return 0;
+	rd->pads_all = true;
+	for (i = 0; i < rd->npad && !ret; i++) {
+		end = rd->pad[i].start + rd->pad[i].n;
+		for (addr = rd->pad[i].start; addr < end && !ret; addr++)
+			ret = kpatch_follow_int3(rd, (const u8 *)addr,
+						 rd->pad[i].end - addr, addr,
+						 true);
+	}
+	rd->npad = 0;
 	return ret;
 }
 

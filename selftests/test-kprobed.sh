@@ -108,35 +108,47 @@ reader=
 # Every refusal here is a task asleep until released: no retries.
 set_param kpatch retries 0
 
+# piece_refused CALL KNAME OLD NEW [WHAT]: the thread calls
+# kpatch_test_pc_CALL() and sleeps in a call made from its piece; with
+# WHAT, kpatch_test_kprobe fired on that instruction.  Patching OLD with
+# NEW as KNAME is refused, naming the piece and the thread; had it
+# applied, no old code may run after it took effect ("tail").
+piece_refused() {
+	_tail0=$(modparam "$PC" tail)
+	set_param "$PC" hold 1
+	set_param "$PC" call "$1"
+	check "the thread sleeps in a call made from kpatch_test_pc_$1.part.0" \
+		wait_until pc_asleep
+	if [ -n "${5:-}" ]; then
+		check_grep "the kprobe fired on the $5" '^[1-9]' \
+			"$(modparam "$KPROBE" hits)"
+	fi
+	diag "stack of pid $pcpid:" "$(cat "/proc/$pcpid/stack" 2>&1)"
+	log_mark
+	kp patch "$2" "$3" "$4" || :
+	check_eq "patch $2 -> EBUSY" EBUSY "$KP_RESULT"
+	check_transcript "the log names the piece and the thread" <<EOF
+% echo 'patch $2 $3 $4' > control
+kpatch: patch '$2' refused: kpatch_test_pc_$1.part.0+0x_/0x_ [$PC] is on the stack of pid $pcpid (kpatch_pc)
+EOF
+	_patched=no
+	if is_patched "$2"; then
+		_patched=yes
+	fi
+	set_param "$PC" hold 0
+	check "the thread's call returned" wait_until modparam_is "$PC" call none
+	if [ "$_patched" = yes ]; then
+		check_eq "no old code ran after patch $2 took effect (tail)" \
+			"$_tail0" "$(modparam "$PC" tail)"
+		kp unpatch "$2" || :
+	fi
+}
+
 start_test "a kprobe on the jump of an old function into its piece"
 log_mark
 # kpatch_test_pc_g: the fentry call (5 bytes), testl (2), then the jne.
 probe_on kpatch_test_pc_g 7
-tail0=$(modparam "$PC" tail)
-set_param "$PC" hold 1
-set_param "$PC" call g
-check "the thread sleeps in a call made from kpatch_test_pc_g.part.0" \
-	wait_until pc_asleep
-check_grep "the kprobe fired on the jne" '^[1-9]' "$(modparam "$KPROBE" hits)"
-diag "stack of pid $pcpid:" "$(cat "/proc/$pcpid/stack" 2>&1)"
-log_mark
-kp patch k1 "$g" "$pg" || :
-check_eq "patch k1 -> EBUSY" EBUSY "$KP_RESULT"
-check_transcript "the log names the piece and the thread" <<EOF
-% echo 'patch k1 $g $pg' > control
-kpatch: patch 'k1' refused: kpatch_test_pc_g.part.0+0x_/0x_ [$PC] is on the stack of pid $pcpid (kpatch_pc)
-EOF
-patched=no
-if is_patched k1; then
-	patched=yes
-fi
-set_param "$PC" hold 0
-check "the thread's call returned" wait_until modparam_is "$PC" call none
-if [ "$patched" = yes ]; then
-	check_eq "no old code ran after patch k1 took effect (tail)" \
-		"$tail0" "$(modparam "$PC" tail)"
-	kp unpatch k1 || :
-fi
+piece_refused g k1 "$g" "$pg" jne
 check "rmmod $KPROBE" unload_mod "$KPROBE"
 check_no_splat
 
@@ -213,30 +225,7 @@ log_mark
 rj=$(sym kpatch_test_pc_rj "$PC") || bail "setup: find kpatch_test_pc_rj"
 prj=$(sym kpatch_test_pc_plain_rj "$PC") || bail "setup: find kpatch_test_pc_plain_rj"
 probe_on kpatch_test_pc_rj "$(modparam "$PC" rj_jmp)"
-tail0=$(modparam "$PC" tail)
-set_param "$PC" hold 1
-set_param "$PC" call rj
-check "the thread sleeps in a call made from kpatch_test_pc_rj.part.0" \
-	wait_until pc_asleep
-check_grep "the kprobe fired on the jmp" '^[1-9]' "$(modparam "$KPROBE" hits)"
-log_mark
-kp patch k4 "$rj" "$prj" || :
-check_eq "patch k4 -> EBUSY" EBUSY "$KP_RESULT"
-check_transcript "the log names the piece and the thread" <<EOF
-% echo 'patch k4 $rj $prj' > control
-kpatch: patch 'k4' refused: kpatch_test_pc_rj.part.0+0x_/0x_ [$PC] is on the stack of pid $pcpid (kpatch_pc)
-EOF
-patched=no
-if is_patched k4; then
-	patched=yes
-fi
-set_param "$PC" hold 0
-check "the thread's call returned" wait_until modparam_is "$PC" call none
-if [ "$patched" = yes ]; then
-	check_eq "no old code ran after patch k4 took effect (tail)" \
-		"$tail0" "$(modparam "$PC" tail)"
-	kp unpatch k4 || :
-fi
+piece_refused rj k4 "$rj" "$prj" jmp
 check_eq "the call finished in the piece (15)" 15 "$(modparam "$PC" result)"
 check "rmmod $KPROBE" unload_mod "$KPROBE"
 check_no_splat
@@ -246,30 +235,7 @@ log_mark
 xj=$(sym kpatch_test_pc_xj "$PC") || bail "setup: find kpatch_test_pc_xj"
 pxj=$(sym kpatch_test_pc_plain_xj "$PC") || bail "setup: find kpatch_test_pc_plain_xj"
 probe_on kpatch_test_pc_xj "$(modparam "$PC" xj_jmp)"
-tail0=$(modparam "$PC" tail)
-set_param "$PC" hold 1
-set_param "$PC" call xj
-check "the thread sleeps in a call made from kpatch_test_pc_xj.part.0" \
-	wait_until pc_asleep
-check_grep "the kprobe fired on the jmp" '^[1-9]' "$(modparam "$KPROBE" hits)"
-log_mark
-kp patch k7 "$xj" "$pxj" || :
-check_eq "patch k7 -> EBUSY" EBUSY "$KP_RESULT"
-check_transcript "the log names the piece and the thread" <<EOF
-% echo 'patch k7 $xj $pxj' > control
-kpatch: patch 'k7' refused: kpatch_test_pc_xj.part.0+0x_/0x_ [$PC] is on the stack of pid $pcpid (kpatch_pc)
-EOF
-patched=no
-if is_patched k7; then
-	patched=yes
-fi
-set_param "$PC" hold 0
-check "the thread's call returned" wait_until modparam_is "$PC" call none
-if [ "$patched" = yes ]; then
-	check_eq "no old code ran after patch k7 took effect (tail)" \
-		"$tail0" "$(modparam "$PC" tail)"
-	kp unpatch k7 || :
-fi
+piece_refused xj k7 "$xj" "$pxj" jmp
 check_eq "the call finished in the piece (16)" 16 "$(modparam "$PC" result)"
 check "rmmod $KPROBE" unload_mod "$KPROBE"
 check_no_splat
@@ -331,29 +297,7 @@ two_probes() {
 	# an optimized kprobe is made so after a few jiffies
 	sleep 1
 	diag "kprobes:" "$(grep "$_fn" "$KPROBES_LIST")"
-	_tail0=$(modparam "$PC" tail)
-	set_param "$PC" hold 1
-	set_param "$PC" call "$1"
-	check "the thread sleeps in a call made from $_fn.part.0" \
-		wait_until pc_asleep
-	log_mark
-	kp patch "k$1" "$_a" "$pg" || :
-	check_eq "patch k$1 -> EBUSY" EBUSY "$KP_RESULT"
-	check_transcript "the log names the piece and the thread" <<EOF
-% echo 'patch k$1 $_a $pg' > control
-kpatch: patch 'k$1' refused: $_fn.part.0+0x_/0x_ [$PC] is on the stack of pid $pcpid (kpatch_pc)
-EOF
-	_patched=no
-	if is_patched "k$1"; then
-		_patched=yes
-	fi
-	set_param "$PC" hold 0
-	check "the thread's call returned" wait_until modparam_is "$PC" call none
-	if [ "$_patched" = yes ]; then
-		check_eq "no old code ran after patch k$1 took effect (tail)" \
-			"$_tail0" "$(modparam "$PC" tail)"
-		kp unpatch "k$1" || :
-	fi
+	piece_refused "$1" "k$1" "$_a" "$pg"
 	check_eq "the call finished in the piece ($4)" "$4" "$(modparam "$PC" result)"
 	echo 0 >"$TRACEFS/events/kprobes/kpk$1/enable"
 	echo "-:kprobes/kpk$1" >>"$TRACEFS/kprobe_events"

@@ -1813,11 +1813,12 @@ static unsigned long kpatch_return_thunk;
  * followed: an indirect one, one that leaves @mod and is no return, or
  * code that could not be decoded.  @pad holds the runs of INT3 where
  * padding may be until kpatch_pads_follow() decides whether to follow
- * them: not if nothing can lead there (see kpatch_pad()).  @landed: a
- * jump of the reading lands on an INT3; @pads_all: the runs are
- * followed, those found from now on at once.
+ * them: not if nothing can lead there (see kpatch_pad()); @land the
+ * targets of the reading's jumps inside its ranges, by address;
+ * @pads_all: the runs are followed, those found from now on at once.
  */
 #define KPATCH_PADS	16
+#define KPATCH_LANDS	32
 
 struct kpatch_reading {
 	struct kpatch_try *try;
@@ -1828,11 +1829,12 @@ struct kpatch_reading {
 	size_t nlen;
 	char *sym;		/* room for kpatch_symbol() */
 	bool lost;
-	bool landed, pads_all;
-	unsigned int npad;
+	bool pads_all;
+	unsigned int npad, nland;
 	struct {
 		unsigned long start, n, end;	/* n INT3s; its range's end */
 	} pad[KPATCH_PADS];
+	unsigned long land[KPATCH_LANDS];
 };
 
 enum kpatch_insn {
@@ -1846,6 +1848,8 @@ enum kpatch_insn {
 
 static int kpatch_read(struct kpatch_reading *rd);
 static int kpatch_read_range(struct kpatch_reading *rd, unsigned int r);
+static int kpatch_read_code(struct kpatch_reading *rd, unsigned long start,
+			    unsigned long end, bool bytewise);
 static unsigned int kpatch_decode(const u8 *p, unsigned long avail,
 				  unsigned long addr, enum kpatch_insn *kind,
 				  unsigned long *target);
@@ -1856,6 +1860,7 @@ static void kpatch_land(struct kpatch_reading *rd, unsigned long target);
 static int kpatch_follow_tables(struct kpatch_reading *rd, struct module *mod,
 				unsigned long start, unsigned long end);
 static int kpatch_pads_follow(struct kpatch_reading *rd);
+static bool kpatch_pads_landed(const struct kpatch_reading *rd);
 static int kpatch_follow_int3(struct kpatch_reading *rd, const u8 *p,
 			      unsigned long avail, unsigned long addr,
 			      bool padding);
@@ -1920,9 +1925,22 @@ static int kpatch_read(struct kpatch_reading *rd)
 /* Read range @r of @rd's try (see kpatch_read()). */
 static int kpatch_read_range(struct kpatch_reading *rd, unsigned int r)
 {
-	unsigned long start = rd->try->ranges[r].start, target, i;
+	unsigned long start = rd->try->ranges[r].start;
 	unsigned long end = rd->try->ranges[r].end;
-	bool bytewise = false, padding = false;
+
+	return kpatch_read_code(rd, start, end, false) ?:
+	       kpatch_follow_tables(rd, rd->mod, start, end);
+}
+
+/*
+ * Read [@start, @end) of a range, from an instruction's start, or with
+ * @bytewise each byte taken as one.
+ */
+static int kpatch_read_code(struct kpatch_reading *rd, unsigned long start,
+			    unsigned long end, bool bytewise)
+{
+	bool padding = false;
+	unsigned long target, i;
 	enum kpatch_insn kind;
 	unsigned int len;
 	const u8 *p;
@@ -1961,7 +1979,7 @@ static int kpatch_read_range(struct kpatch_reading *rd, unsigned int r)
 			  kind == KPATCH_INSN_INDIRECT ||
 			  (padding && *p == INT3_INSN_OPCODE);
 	}
-	return kpatch_follow_tables(rd, rd->mod, start, end);
+	return 0;
 }
 
 /*
@@ -2184,15 +2202,15 @@ static unsigned int kpatch_modrm_end(const u8 *p, unsigned int i,
  * speculation, of a return the kernel rewrote, between functions), or a
  * kprobe on the first instruction of a block -- which runs only if
  * something leads there: a jump landing on it, or on a probed
- * instruction before it in the same run that runs on into it, or a code
+ * instruction before it in the same run that runs on into it, or code
  * the reading cannot see.  So the runs wait until the reading is done;
- * if then no jump of it landed on an INT3 (@landed), none left for code
+ * if then no jump of it landed in a run (@land), none left for code
  * it cannot know (@lost: an indirect jump, undecodable code, an
  * optimized kprobe's jmp out, a jump out of the module or of vmlinux,
  * a static call's tail), and the code is a module's, whose exception
  * table the reading has read (vmlinux's is not exported), nothing leads
  * into a run: whatever it hides never runs, and it is not followed.
- * Else every run is followed, as the code before them is read.
+ * Else every run is followed (kpatch_pads_follow()).
  * This spares the padding of nearly every function what following costs:
  * a kallsyms lookup for each false target (a module's kallsyms reads all
  * its symbols), or for the ways into a module a kprobes question.
@@ -2270,11 +2288,17 @@ static int kpatch_follow(struct kpatch_reading *rd, unsigned long target)
 	return 0;
 }
 
-/* A jump of the reading lands at @target, inside a range: on an INT3? */
+/*
+ * A jump of the reading lands at @target, inside a range.  Kept by
+ * address, not by what is there now: a kprobe armed or taken off while
+ * the reading goes on must not hide that it lands in a run.
+ */
 static void kpatch_land(struct kpatch_reading *rd, unsigned long target)
 {
-	if (*(const u8 *)target == INT3_INSN_OPCODE)
-		rd->landed = true;
+	if (rd->nland < KPATCH_LANDS)
+		rd->land[rd->nland++] = target;
+	else
+		rd->pads_all = true;
 }
 
 static int kpatch_follow_tables(struct kpatch_reading *rd, struct module *mod,
@@ -2318,8 +2342,11 @@ static int kpatch_follow_tables(struct kpatch_reading *rd, struct module *mod,
 
 /*
  * Once the ranges are read: follow every run recorded (see kpatch_pad()),
- * unless nothing can lead into one.  Following may add ranges, which the
- * caller reads, following their runs at once.
+ * unless nothing can lead into one.  For a function's pieces, where the
+ * INT3 is not asked about, the code from the first run of a range to its
+ * end is read again byte by byte: after a kprobe's INT3 the instructions
+ * decoded were out of step, and may have swallowed a jump.  Following
+ * may add ranges, which the caller reads, following their runs at once.
  */
 static int kpatch_pads_follow(struct kpatch_reading *rd)
 {
@@ -2327,10 +2354,17 @@ static int kpatch_pads_follow(struct kpatch_reading *rd)
 	unsigned int i;
 	int ret = 0;
 
-	if (rd->mod && !rd->landed && !rd->lost && !rd->pads_all)
+	if (rd->mod && !rd->lost && !rd->pads_all && !kpatch_pads_landed(rd))
 		return 0;
 	rd->pads_all = true;
 	for (i = 0; i < rd->npad && !ret; i++) {
+		if (rd->fn) {
+			/* runs of one range come in order: the first reads all */
+			if (!i || rd->pad[i - 1].end != rd->pad[i].end)
+				ret = kpatch_read_code(rd, rd->pad[i].start,
+						       rd->pad[i].end, true);
+			continue;
+		}
 		end = rd->pad[i].start + rd->pad[i].n;
 		for (addr = rd->pad[i].start; addr < end && !ret; addr++)
 			ret = kpatch_follow_int3(rd, (const u8 *)addr,
@@ -2339,6 +2373,19 @@ static int kpatch_pads_follow(struct kpatch_reading *rd)
 	}
 	rd->npad = 0;
 	return ret;
+}
+
+/* Does a jump of the reading land in a run? */
+static bool kpatch_pads_landed(const struct kpatch_reading *rd)
+{
+	unsigned int i, k;
+
+	for (i = 0; i < rd->npad; i++)
+		for (k = 0; k < rd->nland; k++)
+			if (rd->land[k] >= rd->pad[i].start &&
+			    rd->land[k] < rd->pad[i].start + rd->pad[i].n)
+				return true;
+	return false;
 }
 
 /*

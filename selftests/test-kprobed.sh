@@ -34,6 +34,9 @@
 #     which after its INT3 reads as a ret) before a jmp; a jmp after a
 #     return that only another probed jmp leads to; a probe on the testl
 #     before a probed jne.  Each refusal names the piece.
+#   - one kprobe on "xor %esi, %esi" (31 f6) that starts a block after a
+#     return, before a jmp into a piece: read after the INT3, f6 e9 is
+#     one instruction, which swallows the jmp's opcode.
 #   - a redirect into a module: kpatch_test_sc_near() is a jmp to
 #     kpatch_test_sc_near_helper(), the function right behind it; a
 #     reader redirected there sleeps in a call made from the helper.
@@ -324,3 +327,35 @@ two_probes e "$e3_off" "$e1_off" 19
 start_test "a kprobe on the testl before a kprobed jne into a piece"
 log_mark
 two_probes g 5 7 11
+
+start_test "a kprobe on the xor before a jmp into a piece, after a return"
+log_mark
+xs=$(sym kpatch_test_pc_xs "$PC") || bail "setup: find kpatch_test_pc_xs"
+probe_on kpatch_test_pc_xs "$(modparam "$PC" xs_off)"
+tail0=$(modparam "$PC" tail)
+set_param "$PC" hold 1
+set_param "$PC" call xs
+check "the thread sleeps in a call made from kpatch_test_pc_xs.part.0" \
+	wait_until pc_asleep
+check_grep "the kprobe fired on the xor" '^[1-9]' "$(modparam "$KPROBE" hits)"
+log_mark
+kp patch kxs "$xs" "$pg" || :
+check_eq "patch kxs -> EBUSY" EBUSY "$KP_RESULT"
+check_transcript "the log names the piece and the thread" <<EOF
+% echo 'patch kxs $xs $pg' > control
+kpatch: patch 'kxs' refused: kpatch_test_pc_xs.part.0+0x_/0x_ [$PC] is on the stack of pid $pcpid (kpatch_pc)
+EOF
+patched=no
+if is_patched kxs; then
+	patched=yes
+fi
+set_param "$PC" hold 0
+check "the thread's call returned" wait_until modparam_is "$PC" call none
+if [ "$patched" = yes ]; then
+	check_eq "no old code ran after patch kxs took effect (tail)" \
+		"$tail0" "$(modparam "$PC" tail)"
+	kp unpatch kxs || :
+fi
+check_eq "the call finished in the piece (20)" 20 "$(modparam "$PC" result)"
+check "rmmod $KPROBE" unload_mod "$KPROBE"
+check_no_splat

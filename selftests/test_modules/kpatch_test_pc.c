@@ -53,6 +53,11 @@
  *   kpatch_test_pc_e(x)	after a return, a jmp into the piece at E1,
  *				which only the jmp at E3 (a block of its own
  *				after a jmp, reached by a jne) leads to.  19.
+ *   kpatch_test_pc_xs(x)	after a return, a block at XS (reached by a
+ *				jne) that is "xor %esi, %esi" (31 f6), then a
+ *				jmp into the piece: with a kprobe's INT3 on
+ *				the xor, f6 e9 reads as one instruction and
+ *				swallows the jmp's opcode.  One kprobe.  20.
  *
  * They are written in asm, so that the pieces, their names and the
  * jumps are the same on every compiler, and so are traceable functions
@@ -421,8 +426,43 @@ asm("	.pushsection	.text, \"ax\", @progbits\n"
 "	.long		4b - kpatch_test_pc_opt, 5b - kpatch_test_pc_d\n"
 "	.long		1b - kpatch_test_pc_e, 3b - kpatch_test_pc_e\n"
 "	.popsection\n"
+"\n"
+"	.globl		kpatch_test_pc_xs\n"
+"	.type		kpatch_test_pc_xs, @function\n"
+"kpatch_test_pc_xs:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"	testl		%edi, %edi\n"
+"	jne		6f\n"
+"	xorl		%eax, %eax\n"
+	ASM_RET
+"6:	.byte		0x31, 0xf6\n"
+"	{disp32} jmp	kpatch_test_pc_xs.part.0\n"
+"	.size		kpatch_test_pc_xs, .-kpatch_test_pc_xs\n"
+"	.type		kpatch_test_pc_xs.part.0, @function\n"
+"kpatch_test_pc_xs.part.0:\n"
+	KPATCH_PC_PIECE_BODY(10)
+	ASM_RET
+"	.size		kpatch_test_pc_xs.part.0, .-kpatch_test_pc_xs.part.0\n"
+"	.pushsection	.rodata, \"a\", @progbits\n"
+"	.balign		4\n"
+"kpatch_test_pc_xs_off:\n"
+"	.long		6b - kpatch_test_pc_xs\n"
+"	.popsection\n"
 "	.popsection\n"
 );
+
+static int kpatch_pc_xs_off_get(char *buffer, const struct kernel_param *kp)
+{
+	return scnprintf(buffer, PAGE_SIZE, "%u\n",
+			 kpatch_test_pc_xs_off - ENDBR_INSN_SIZE);
+}
+
+static const struct kernel_param_ops kpatch_pc_xs_off_ops = {
+	.get = kpatch_pc_xs_off_get,
+};
+module_param_cb(xs_off, &kpatch_pc_xs_off_ops, NULL, 0444);
+MODULE_PARM_DESC(xs_off, "offset of xs's xor, past the ENDBR");
 
 static int kpatch_pc_two_off_get(char *buffer, const struct kernel_param *kp)
 {
@@ -519,6 +559,7 @@ static const struct {
 	{ "opt", kpatch_test_pc_opt },
 	{ "d", kpatch_test_pc_d },
 	{ "e", kpatch_test_pc_e },
+	{ "xs", kpatch_test_pc_xs },
 	{ "plain_f", kpatch_test_pc_plain_f },
 	{ "plain_g", kpatch_test_pc_plain_g },
 	{ "plain_jmp8", kpatch_test_pc_plain_jmp8 },

@@ -1955,10 +1955,16 @@ static int kpatch_read_code(struct kpatch_reading *rd, unsigned long start,
 		if (*p == INT3_INSN_OPCODE) {
 			/* byte by byte, any INT3 may hide a jump */
 			padding &= !bytewise;
-			if (!padding || !kpatch_pad(rd, start + i, end))
+			if (!padding || !kpatch_pad(rd, start + i, end)) {
 				ret = kpatch_follow_int3(rd, p, end - start - i,
 							 start + i, padding);
-			bytewise |= !padding;
+				/*
+				 * A probe's INT3 puts what follows out of
+				 * step.  The ways into a module ask kprobes
+				 * and stop at a probe instead.
+				 */
+				bytewise |= !padding || rd->fn;
+			}
 		} else {
 			if (!len || kind == KPATCH_INSN_INDIRECT)
 				rd->lost = true;

@@ -331,31 +331,20 @@ two_probes g 5 7 11
 start_test "a kprobe on the xor before a jmp into a piece, after a return"
 log_mark
 xs=$(sym kpatch_test_pc_xs "$PC") || bail "setup: find kpatch_test_pc_xs"
-probe_on kpatch_test_pc_xs "$(modparam "$PC" xs_off)"
-tail0=$(modparam "$PC" tail)
-set_param "$PC" hold 1
-set_param "$PC" call xs
-check "the thread sleeps in a call made from kpatch_test_pc_xs.part.0" \
-	wait_until pc_asleep
-check_grep "the kprobe fired on the xor" '^[1-9]' "$(modparam "$KPROBE" hits)"
-log_mark
-kp patch kxs "$xs" "$pg" || :
-check_eq "patch kxs -> EBUSY" EBUSY "$KP_RESULT"
-check_transcript "the log names the piece and the thread" <<EOF
-% echo 'patch kxs $xs $pg' > control
-kpatch: patch 'kxs' refused: kpatch_test_pc_xs.part.0+0x_/0x_ [$PC] is on the stack of pid $pcpid (kpatch_pc)
-EOF
-patched=no
-if is_patched kxs; then
-	patched=yes
-fi
-set_param "$PC" hold 0
-check "the thread's call returned" wait_until modparam_is "$PC" call none
-if [ "$patched" = yes ]; then
-	check_eq "no old code ran after patch kxs took effect (tail)" \
-		"$tail0" "$(modparam "$PC" tail)"
-	kp unpatch kxs || :
-fi
+# shellcheck disable=SC2046 # two numbers
+set -- $(modparam "$PC" xs_off)
+xs_off=$1 xm_off=$2
+probe_on kpatch_test_pc_xs "$xs_off"
+piece_refused xs kxs "$xs" "$pg" xor
 check_eq "the call finished in the piece (20)" 20 "$(modparam "$PC" result)"
+check "rmmod $KPROBE" unload_mod "$KPROBE"
+check_no_splat
+
+start_test "the same after more jumps than kpatch tracks one by one"
+log_mark
+xm=$(sym kpatch_test_pc_xm "$PC") || bail "setup: find kpatch_test_pc_xm"
+probe_on kpatch_test_pc_xm "$xm_off"
+piece_refused xm kxm "$xm" "$pg" xor
+check_eq "the call finished in the piece (21)" 21 "$(modparam "$PC" result)"
 check "rmmod $KPROBE" unload_mod "$KPROBE"
 check_no_splat

@@ -58,6 +58,11 @@
  *				jmp into the piece: with a kprobe's INT3 on
  *				the xor, f6 e9 reads as one instruction and
  *				swallows the jmp's opcode.  One kprobe.  20.
+ *   kpatch_test_pc_xm(x)	xs after 17 blocks that each jump to its
+ *				return unless x: more jumps inside it
+ *				than kpatch keeps track of one by one, and
+ *				all before the first return.  "xs_off"
+ *				reads "XS XM".  21.
  *
  * They are written in asm, so that the pieces, their names and the
  * jumps are the same on every compiler, and so are traceable functions
@@ -444,25 +449,50 @@ asm("	.pushsection	.text, \"ax\", @progbits\n"
 	KPATCH_PC_PIECE_BODY(10)
 	ASM_RET
 "	.size		kpatch_test_pc_xs.part.0, .-kpatch_test_pc_xs.part.0\n"
+"\n"
+"	.globl		kpatch_test_pc_xm\n"
+"	.type		kpatch_test_pc_xm, @function\n"
+"kpatch_test_pc_xm:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"	.rept		17\n"
+"	testl		%edi, %edi\n"
+"	jne		7f\n"
+"	jmp		9f\n"
+"7:\n"
+"	.endr\n"
+"	testl		%edi, %edi\n"
+"	jne		8f\n"
+"9:	xorl		%eax, %eax\n"
+	ASM_RET
+"8:	.byte		0x31, 0xf6\n"
+"	{disp32} jmp	kpatch_test_pc_xm.part.0\n"
+"	.size		kpatch_test_pc_xm, .-kpatch_test_pc_xm\n"
+"	.type		kpatch_test_pc_xm.part.0, @function\n"
+"kpatch_test_pc_xm.part.0:\n"
+	KPATCH_PC_PIECE_BODY(11)
+	ASM_RET
+"	.size		kpatch_test_pc_xm.part.0, .-kpatch_test_pc_xm.part.0\n"
 "	.pushsection	.rodata, \"a\", @progbits\n"
 "	.balign		4\n"
 "kpatch_test_pc_xs_off:\n"
-"	.long		6b - kpatch_test_pc_xs\n"
+"	.long		6b - kpatch_test_pc_xs, 8b - kpatch_test_pc_xm\n"
 "	.popsection\n"
 "	.popsection\n"
 );
 
 static int kpatch_pc_xs_off_get(char *buffer, const struct kernel_param *kp)
 {
-	return scnprintf(buffer, PAGE_SIZE, "%u\n",
-			 kpatch_test_pc_xs_off - ENDBR_INSN_SIZE);
+	return scnprintf(buffer, PAGE_SIZE, "%u %u\n",
+			 kpatch_test_pc_xs_off[0] - ENDBR_INSN_SIZE,
+			 kpatch_test_pc_xs_off[1] - ENDBR_INSN_SIZE);
 }
 
 static const struct kernel_param_ops kpatch_pc_xs_off_ops = {
 	.get = kpatch_pc_xs_off_get,
 };
 module_param_cb(xs_off, &kpatch_pc_xs_off_ops, NULL, 0444);
-MODULE_PARM_DESC(xs_off, "offset of xs's xor, past the ENDBR");
+MODULE_PARM_DESC(xs_off, "offsets of xs's and xm's xor, past the ENDBR");
 
 static int kpatch_pc_two_off_get(char *buffer, const struct kernel_param *kp)
 {
@@ -560,6 +590,7 @@ static const struct {
 	{ "d", kpatch_test_pc_d },
 	{ "e", kpatch_test_pc_e },
 	{ "xs", kpatch_test_pc_xs },
+	{ "xm", kpatch_test_pc_xm },
 	{ "plain_f", kpatch_test_pc_plain_f },
 	{ "plain_g", kpatch_test_pc_plain_g },
 	{ "plain_jmp8", kpatch_test_pc_plain_jmp8 },

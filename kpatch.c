@@ -45,6 +45,7 @@
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/bitmap.h>
 #include <linux/bsearch.h>
 #include <linux/capability.h>
 #include <linux/ctype.h>
@@ -1813,9 +1814,11 @@ static unsigned long kpatch_return_thunk;
  * followed: an indirect one, one that leaves @mod and is no return, or
  * code that could not be decoded.  @pad holds the runs of INT3 where
  * padding may be until kpatch_pads_follow() decides whether to follow
- * them: not if nothing can lead there (see kpatch_pad()); @land the
- * targets of the reading's jumps inside its ranges, by address;
- * @pads_all: the runs are followed, those found from now on at once.
+ * them: not if nothing can lead there (see kpatch_pad()); the first run
+ * of a range has @starts, where an instruction read starts, from that run
+ * to the range's end; @land the targets of the reading's jumps inside its
+ * ranges, by address; @pads_all: the runs are followed, those found from
+ * now on at once.
  */
 #define KPATCH_PADS	16
 #define KPATCH_LANDS	32
@@ -1833,6 +1836,7 @@ struct kpatch_reading {
 	unsigned int npad, nland;
 	struct {
 		unsigned long start, n, end;	/* n INT3s; its range's end */
+		unsigned long *starts;		/* bit i: start + i */
 	} pad[KPATCH_PADS];
 	unsigned long land[KPATCH_LANDS];
 };
@@ -1847,6 +1851,8 @@ enum kpatch_insn {
 };
 
 static int kpatch_read(struct kpatch_reading *rd);
+static void kpatch_read_done(struct kpatch_reading *rd);
+static void kpatch_read_done_pads(struct kpatch_reading *rd);
 static int kpatch_read_range(struct kpatch_reading *rd, unsigned int r);
 static int kpatch_read_code(struct kpatch_reading *rd, unsigned long start,
 			    unsigned long end, bool bytewise);
@@ -1881,7 +1887,7 @@ static __cold int kpatch_add_pieces(struct kpatch_try *try, unsigned int first,
 	};
 	int ret = kpatch_read(&rd);
 
-	kfree(rd.sym);
+	kpatch_read_done(&rd);
 	return ret;
 }
 
@@ -1939,8 +1945,8 @@ static int kpatch_read_range(struct kpatch_reading *rd, unsigned int r)
 static int kpatch_read_code(struct kpatch_reading *rd, unsigned long start,
 			    unsigned long end, bool bytewise)
 {
+	unsigned long target, i, *starts = NULL, base = 0;
 	bool padding = false;
-	unsigned long target, i;
 	enum kpatch_insn kind;
 	unsigned int len;
 	const u8 *p;
@@ -1948,6 +1954,8 @@ static int kpatch_read_code(struct kpatch_reading *rd, unsigned long start,
 
 	for (i = 0; start + i < end; i += bytewise ? 1 : len) {
 		p = (const u8 *)start + i;
+		if (starts)
+			__set_bit(start + i - base, starts);
 		len = kpatch_decode(p, end - start - i, start + i, &kind,
 				    &target);
 		if (!len && kind == KPATCH_INSN_SHORT && !bytewise)
@@ -1964,6 +1972,9 @@ static int kpatch_read_code(struct kpatch_reading *rd, unsigned long start,
 				 * and stop at a probe instead.
 				 */
 				bytewise |= !padding || rd->fn;
+			} else if (!starts && rd->pad[rd->npad - 1].starts) {
+				starts = rd->pad[rd->npad - 1].starts;
+				base = start + i;
 			}
 		} else {
 			if (!len || kind == KPATCH_INSN_INDIRECT)
@@ -2216,7 +2227,12 @@ static unsigned int kpatch_modrm_end(const u8 *p, unsigned int i,
  * a static call's tail), and the code is a module's, whose exception
  * table the reading has read (vmlinux's is not exported), nothing leads
  * into a run: whatever it hides never runs, and it is not followed.
- * Else every run is followed (kpatch_pads_follow()).
+ * Else every run is followed (kpatch_pads_follow()).  A probe's INT3 in
+ * a run also puts the instructions read after it out of step, and a jump
+ * among them can be lost, one that leads into the run included -- but
+ * only if code there runs, which a jump of the reading must lead to.
+ * Where it lands the code read is in step again, unless it lands inside
+ * an instruction read: so that counts as landing in a run (@starts).
  * This spares the padding of nearly every function what following costs:
  * a kallsyms lookup for each false target (a module's kallsyms reads all
  * its symbols), or for the ways into a module a kprobes question.
@@ -2240,6 +2256,15 @@ static bool kpatch_pad(struct kpatch_reading *rd, unsigned long addr,
 	if (n == KPATCH_PADS) {
 		rd->pads_all = true;
 		return false;
+	}
+	rd->pad[n].starts = NULL;
+	if (rd->mod && (!n || rd->pad[n - 1].end != end)) {
+		/* a range's first run: where instructions start from here */
+		rd->pad[n].starts = bitmap_zalloc(end - addr, GFP_KERNEL);
+		if (!rd->pad[n].starts) {
+			rd->pads_all = true;
+			return false;
+		}
 	}
 	rd->pad[n].start = addr;
 	rd->pad[n].n = 1;
@@ -2377,21 +2402,47 @@ static int kpatch_pads_follow(struct kpatch_reading *rd)
 						 rd->pad[i].end - addr, addr,
 						 true);
 	}
-	rd->npad = 0;
+	kpatch_read_done_pads(rd);
 	return ret;
 }
 
-/* Does a jump of the reading land in a run? */
+/*
+ * Does a jump of the reading land in a run, or after a range's first run
+ * where no instruction read starts?
+ */
 static bool kpatch_pads_landed(const struct kpatch_reading *rd)
 {
+	unsigned long off;
 	unsigned int i, k;
 
 	for (i = 0; i < rd->npad; i++)
-		for (k = 0; k < rd->nland; k++)
-			if (rd->land[k] >= rd->pad[i].start &&
-			    rd->land[k] < rd->pad[i].start + rd->pad[i].n)
+		for (k = 0; k < rd->nland; k++) {
+			off = rd->land[k] - rd->pad[i].start;
+			if (rd->land[k] < rd->pad[i].start)
+				continue;
+			if (off < rd->pad[i].n ||
+			    (rd->pad[i].starts && rd->land[k] < rd->pad[i].end &&
+			     !test_bit(off, rd->pad[i].starts)))
 				return true;
+		}
 	return false;
+}
+
+/* Forget the runs recorded (see kpatch_pad()). */
+static void kpatch_read_done_pads(struct kpatch_reading *rd)
+{
+	unsigned int i;
+
+	for (i = 0; i < rd->npad; i++)
+		bitmap_free(rd->pad[i].starts);
+	rd->npad = 0;
+}
+
+/* Free what a reading allocated. */
+static void kpatch_read_done(struct kpatch_reading *rd)
+{
+	kpatch_read_done_pads(rd);
+	kfree(rd->sym);
 }
 
 /*
@@ -2627,7 +2678,7 @@ static __cold int kpatch_add_reach(struct kpatch_try *try, struct module *mod,
 		else
 			rd.lost = true;
 	ret = ret ?: kpatch_read(&rd);
-	kfree(rd.sym);
+	kpatch_read_done(&rd);
 	if (!ret && rd.lost) {
 		try->nr_ranges = rd.first;
 		try->whole[try->nr_whole++] = mod;

@@ -36,7 +36,11 @@
 #     before a probed jne.  Each refusal names the piece.
 #   - one kprobe on "xor %esi, %esi" (31 f6) that starts a block after a
 #     return, before a jmp into a piece: read after the INT3, f6 e9 is
-#     one instruction, which swallows the jmp's opcode.
+#     one instruction, which swallows the jmp's opcode; the same after
+#     more jumps than kpatch keeps one by one; the same where the jne
+#     leads to the jmp, past the xor (the kprobe never fires); and a
+#     probed movl whose bytes after the INT3 read as a movabs that
+#     swallows the jmp into the piece and the jmp back to the movl.
 #   - a redirect into a module: kpatch_test_sc_near() is a jmp to
 #     kpatch_test_sc_near_helper(), the function right behind it; a
 #     reader redirected there sleeps in a call made from the helper.
@@ -331,9 +335,9 @@ two_probes g 5 7 11
 start_test "a kprobe on the xor before a jmp into a piece, after a return"
 log_mark
 xs=$(sym kpatch_test_pc_xs "$PC") || bail "setup: find kpatch_test_pc_xs"
-# shellcheck disable=SC2046 # two numbers
+# shellcheck disable=SC2046 # four numbers
 set -- $(modparam "$PC" xs_off)
-xs_off=$1 xm_off=$2
+xs_off=$1 xm_off=$2 xb_off=$3 xl_off=$4
 probe_on kpatch_test_pc_xs "$xs_off"
 piece_refused xs kxs "$xs" "$pg" xor
 check_eq "the call finished in the piece (20)" 20 "$(modparam "$PC" result)"
@@ -346,5 +350,24 @@ xm=$(sym kpatch_test_pc_xm "$PC") || bail "setup: find kpatch_test_pc_xm"
 probe_on kpatch_test_pc_xm "$xm_off"
 piece_refused xm kxm "$xm" "$pg" xor
 check_eq "the call finished in the piece (21)" 21 "$(modparam "$PC" result)"
+check "rmmod $KPROBE" unload_mod "$KPROBE"
+check_no_splat
+
+start_test "a kprobed movl after a return, reached only by a jmp back from behind it"
+log_mark
+xb=$(sym kpatch_test_pc_xb "$PC") || bail "setup: find kpatch_test_pc_xb"
+probe_on kpatch_test_pc_xb "$xb_off"
+piece_refused xb kxb "$xb" "$pg" movl
+check_eq "the call finished in the piece (22)" 22 "$(modparam "$PC" result)"
+check "rmmod $KPROBE" unload_mod "$KPROBE"
+check_no_splat
+
+# The kprobe never fires: only its INT3 matters.
+start_test "a kprobe right before the jmp a jne lands on, after a return"
+log_mark
+xl=$(sym kpatch_test_pc_xl "$PC") || bail "setup: find kpatch_test_pc_xl"
+probe_on kpatch_test_pc_xl "$xl_off"
+piece_refused xl kxl "$xl" "$pg"
+check_eq "the call finished in the piece (23)" 23 "$(modparam "$PC" result)"
 check "rmmod $KPROBE" unload_mod "$KPROBE"
 check_no_splat

@@ -116,6 +116,8 @@ int kpatch_test_pc_d(int x);
 int kpatch_test_pc_e(int x);
 int kpatch_test_pc_xs(int x);
 int kpatch_test_pc_xm(int x);
+int kpatch_test_pc_xb(int x);
+int kpatch_test_pc_xl(int x);
 int kpatch_test_pc_plain_f(int x);
 int kpatch_test_pc_plain_g(int x);
 int kpatch_test_pc_plain_jmp8(int x);
@@ -129,6 +131,7 @@ extern const u32 kpatch_test_pc_rj_off;	/* its jmp, from its start */
 extern const u32 kpatch_test_pc_xj_off;	/* its jmp, from its start */
 extern const u32 kpatch_test_pc_two_off[4];	/* opt, d, e (two) */
 extern const u32 kpatch_test_pc_xs_off[2];	/* xs's, xm's xor */
+extern const u32 kpatch_test_pc_xb_off[2];	/* xb's movl, xl's xor */
 
 /* kpatch_test_hooks.ko: the value functions return 100 (f1: 101, ...) */
 int kpatch_test_hooks_f(void);

@@ -61,8 +61,18 @@
  *   kpatch_test_pc_xm(x)	xs after 17 blocks that each jump to its
  *				return unless x: more jumps inside it
  *				than kpatch keeps track of one by one, and
- *				all before the first return.  "xs_off"
- *				reads "XS XM".  21.
+ *				all before the first return.  21.
+ *   kpatch_test_pc_xb(x)	after a return, a block at XB that is a movl
+ *				whose bytes after its first read as a
+ *				movabs, swallowing the jmp into the piece
+ *				behind it and the jmp back to XB after
+ *				that, which the jne leads to.  22.
+ *   kpatch_test_pc_xl(x)	after a return, "xor %esi, %esi" at XL that
+ *				no jump leads to, then a jmp into the piece
+ *				that the jne leads to: f6 e9 reads as one
+ *				instruction and swallows the jmp's opcode.
+ *				23.
+ *   "xs_off" reads "XS XM XB XL".
  *
  * They are written in asm, so that the pieces, their names and the
  * jumps are the same on every compiler, and so are traceable functions
@@ -96,6 +106,7 @@
 #include <linux/linkage.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/objtool.h>
 #include <linux/sched.h>
 #include <linux/string.h>
 #include <linux/wait.h>
@@ -478,21 +489,68 @@ asm("	.pushsection	.text, \"ax\", @progbits\n"
 "kpatch_test_pc_xs_off:\n"
 "	.long		6b - kpatch_test_pc_xs, 8b - kpatch_test_pc_xm\n"
 "	.popsection\n"
+"\n"
+"	.globl		kpatch_test_pc_xb\n"
+"	.type		kpatch_test_pc_xb, @function\n"
+"kpatch_test_pc_xb:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"	testl		%edi, %edi\n"
+"	jne		7f\n"
+"	xorl		%eax, %eax\n"
+	ASM_RET
+"6:	.byte		0xb8, 0x48, 0xb8, 0, 0\n"
+"	{disp32} jmp	kpatch_test_pc_xb.part.0\n"
+"7:	jmp		6b\n"
+"	.size		kpatch_test_pc_xb, .-kpatch_test_pc_xb\n"
+"	.type		kpatch_test_pc_xb.part.0, @function\n"
+"kpatch_test_pc_xb.part.0:\n"
+	KPATCH_PC_PIECE_BODY(12)
+	ASM_RET
+"	.size		kpatch_test_pc_xb.part.0, .-kpatch_test_pc_xb.part.0\n"
+"\n"
+"	.globl		kpatch_test_pc_xl\n"
+"	.type		kpatch_test_pc_xl, @function\n"
+"kpatch_test_pc_xl:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"	testl		%edi, %edi\n"
+"	jne		9f\n"
+"	xorl		%eax, %eax\n"
+	ASM_RET
+"8:	.byte		0x31, 0xf6\n"
+"9:	{disp32} jmp	kpatch_test_pc_xl.part.0\n"
+"	.size		kpatch_test_pc_xl, .-kpatch_test_pc_xl\n"
+"	.type		kpatch_test_pc_xl.part.0, @function\n"
+"kpatch_test_pc_xl.part.0:\n"
+	KPATCH_PC_PIECE_BODY(13)
+	ASM_RET
+"	.size		kpatch_test_pc_xl.part.0, .-kpatch_test_pc_xl.part.0\n"
+"	.pushsection	.rodata, \"a\", @progbits\n"
+"	.balign		4\n"
+"kpatch_test_pc_xb_off:\n"
+"	.long		6b - kpatch_test_pc_xb, 8b - kpatch_test_pc_xl\n"
+"	.popsection\n"
 "	.popsection\n"
 );
 
+/* xl's xor is reached by no jump: objtool would call it unreachable */
+STACK_FRAME_NON_STANDARD(kpatch_test_pc_xl);
+
 static int kpatch_pc_xs_off_get(char *buffer, const struct kernel_param *kp)
 {
-	return scnprintf(buffer, PAGE_SIZE, "%u %u\n",
+	return scnprintf(buffer, PAGE_SIZE, "%u %u %u %u\n",
 			 kpatch_test_pc_xs_off[0] - ENDBR_INSN_SIZE,
-			 kpatch_test_pc_xs_off[1] - ENDBR_INSN_SIZE);
+			 kpatch_test_pc_xs_off[1] - ENDBR_INSN_SIZE,
+			 kpatch_test_pc_xb_off[0] - ENDBR_INSN_SIZE,
+			 kpatch_test_pc_xb_off[1] - ENDBR_INSN_SIZE);
 }
 
 static const struct kernel_param_ops kpatch_pc_xs_off_ops = {
 	.get = kpatch_pc_xs_off_get,
 };
 module_param_cb(xs_off, &kpatch_pc_xs_off_ops, NULL, 0444);
-MODULE_PARM_DESC(xs_off, "offsets of xs's and xm's xor, past the ENDBR");
+MODULE_PARM_DESC(xs_off, "offsets of xs's, xm's xor, xb's movl, xl's xor, past the ENDBR");
 
 static int kpatch_pc_two_off_get(char *buffer, const struct kernel_param *kp)
 {
@@ -591,6 +649,8 @@ static const struct {
 	{ "e", kpatch_test_pc_e },
 	{ "xs", kpatch_test_pc_xs },
 	{ "xm", kpatch_test_pc_xm },
+	{ "xb", kpatch_test_pc_xb },
+	{ "xl", kpatch_test_pc_xl },
 	{ "plain_f", kpatch_test_pc_plain_f },
 	{ "plain_g", kpatch_test_pc_plain_g },
 	{ "plain_jmp8", kpatch_test_pc_plain_jmp8 },

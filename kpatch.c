@@ -1841,6 +1841,12 @@ struct kpatch_reading {
 	unsigned long land[KPATCH_LANDS];
 };
 
+enum kpatch_landed {
+	KPATCH_LANDED_NONE,
+	KPATCH_LANDED_RUN,	/* a jump lands in a run */
+	KPATCH_LANDED_INSIDE,	/* ... inside an instruction read after one */
+};
+
 enum kpatch_insn {
 	KPATCH_INSN_SHORT,	/* not decoded: it would end past @avail */
 	KPATCH_INSN_OTHER,
@@ -1866,7 +1872,7 @@ static void kpatch_land(struct kpatch_reading *rd, unsigned long target);
 static int kpatch_follow_tables(struct kpatch_reading *rd, struct module *mod,
 				unsigned long start, unsigned long end);
 static int kpatch_pads_follow(struct kpatch_reading *rd);
-static bool kpatch_pads_landed(const struct kpatch_reading *rd);
+static enum kpatch_landed kpatch_pads_landed(const struct kpatch_reading *rd);
 static int kpatch_follow_int3(struct kpatch_reading *rd, const u8 *p,
 			      unsigned long avail, unsigned long addr,
 			      bool padding);
@@ -1945,26 +1951,31 @@ static int kpatch_read_range(struct kpatch_reading *rd, unsigned int r)
 static int kpatch_read_code(struct kpatch_reading *rd, unsigned long start,
 			    unsigned long end, bool bytewise)
 {
-	unsigned long target, i, *starts = NULL, base = 0;
+	unsigned long target, i, avail, *starts = NULL, base = 0;
 	bool padding = false;
 	enum kpatch_insn kind;
 	unsigned int len;
-	const u8 *p;
+	u8 p[16];
 	int ret = 0;
 
 	for (i = 0; start + i < end; i += bytewise ? 1 : len) {
-		p = (const u8 *)start + i;
 		if (starts)
 			__set_bit(start + i - base, starts);
-		len = kpatch_decode(p, end - start - i, start + i, &kind,
-				    &target);
+		/*
+		 * Each byte read once: a kprobe armed or taken off meanwhile
+		 * must not show the decoder and the INT3 test two different
+		 * instructions.
+		 */
+		avail = min(end - start - i, sizeof(p));
+		memcpy(p, (const u8 *)start + i, avail);
+		len = kpatch_decode(p, avail, start + i, &kind, &target);
 		if (!len && kind == KPATCH_INSN_SHORT && !bytewise)
 			break;
 		if (*p == INT3_INSN_OPCODE) {
 			/* byte by byte, any INT3 may hide a jump */
 			padding &= !bytewise;
 			if (!padding || !kpatch_pad(rd, start + i, end)) {
-				ret = kpatch_follow_int3(rd, p, end - start - i,
+				ret = kpatch_follow_int3(rd, p, avail,
 							 start + i, padding);
 				/*
 				 * A probe's INT3 puts what follows out of
@@ -1974,7 +1985,7 @@ static int kpatch_read_code(struct kpatch_reading *rd, unsigned long start,
 				bytewise |= !padding || rd->fn;
 			} else if (!starts && rd->pad[rd->npad - 1].starts) {
 				starts = rd->pad[rd->npad - 1].starts;
-				base = start + i;
+				base = rd->pad[rd->npad - 1].start;
 			}
 		} else {
 			if (!len || kind == KPATCH_INSN_INDIRECT)
@@ -2381,12 +2392,24 @@ static int kpatch_follow_tables(struct kpatch_reading *rd, struct module *mod,
  */
 static int kpatch_pads_follow(struct kpatch_reading *rd)
 {
+	enum kpatch_landed landed;
 	unsigned long addr, end;
 	unsigned int i;
 	int ret = 0;
 
-	if (rd->mod && !rd->lost && !rd->pads_all && !kpatch_pads_landed(rd))
-		return 0;
+	if (rd->mod && !rd->lost && !rd->pads_all) {
+		landed = kpatch_pads_landed(rd);
+		if (landed == KPATCH_LANDED_NONE)
+			return 0;
+		/*
+		 * Inside an instruction: out of step whatever the INT3 is,
+		 * and the ways into a module only ask kprobes about it.
+		 */
+		if (landed == KPATCH_LANDED_INSIDE && !rd->fn) {
+			rd->lost = true;
+			return 0;
+		}
+	}
 	rd->pads_all = true;
 	for (i = 0; i < rd->npad && !ret; i++) {
 		if (rd->fn) {
@@ -2408,10 +2431,12 @@ static int kpatch_pads_follow(struct kpatch_reading *rd)
 
 /*
  * Does a jump of the reading land in a run, or after a range's first run
- * where no instruction read starts?
+ * where no instruction read starts (inside one: the read went out of step
+ * before it)?
  */
-static bool kpatch_pads_landed(const struct kpatch_reading *rd)
+static enum kpatch_landed kpatch_pads_landed(const struct kpatch_reading *rd)
 {
+	enum kpatch_landed landed = KPATCH_LANDED_NONE;
 	unsigned long off;
 	unsigned int i, k;
 
@@ -2420,12 +2445,14 @@ static bool kpatch_pads_landed(const struct kpatch_reading *rd)
 			off = rd->land[k] - rd->pad[i].start;
 			if (rd->land[k] < rd->pad[i].start)
 				continue;
-			if (off < rd->pad[i].n ||
-			    (rd->pad[i].starts && rd->land[k] < rd->pad[i].end &&
-			     !test_bit(off, rd->pad[i].starts)))
-				return true;
+			if (off < rd->pad[i].n)
+				landed = KPATCH_LANDED_RUN;
+			else if (rd->pad[i].starts &&
+				 rd->land[k] < rd->pad[i].end &&
+				 !test_bit(off, rd->pad[i].starts))
+				return KPATCH_LANDED_INSIDE;
 		}
-	return false;
+	return landed;
 }
 
 /* Forget the runs recorded (see kpatch_pad()). */

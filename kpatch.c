@@ -1841,12 +1841,6 @@ struct kpatch_reading {
 	unsigned long land[KPATCH_LANDS];
 };
 
-enum kpatch_landed {
-	KPATCH_LANDED_NONE,
-	KPATCH_LANDED_RUN,	/* a jump lands in a run */
-	KPATCH_LANDED_INSIDE,	/* ... inside an instruction read after one */
-};
-
 enum kpatch_insn {
 	KPATCH_INSN_SHORT,	/* not decoded: it would end past @avail */
 	KPATCH_INSN_OTHER,
@@ -1872,7 +1866,7 @@ static void kpatch_land(struct kpatch_reading *rd, unsigned long target);
 static int kpatch_follow_tables(struct kpatch_reading *rd, struct module *mod,
 				unsigned long start, unsigned long end);
 static int kpatch_pads_follow(struct kpatch_reading *rd);
-static enum kpatch_landed kpatch_pads_landed(const struct kpatch_reading *rd);
+static bool kpatch_pads_landed(const struct kpatch_reading *rd);
 static int kpatch_follow_int3(struct kpatch_reading *rd, const u8 *p,
 			      unsigned long avail, unsigned long addr,
 			      bool padding);
@@ -2389,23 +2383,25 @@ static int kpatch_follow_tables(struct kpatch_reading *rd, struct module *mod,
  * end is read again byte by byte: after a kprobe's INT3 the instructions
  * decoded were out of step, and may have swallowed a jump.  Following
  * may add ranges, which the caller reads, following their runs at once.
+ * The ways into a module cannot read byte by byte (a false indirect jump
+ * would lose every reading): a jump that leads into a run loses it, and
+ * runs followed for another reason are asked of kprobes.
  */
 static int kpatch_pads_follow(struct kpatch_reading *rd)
 {
-	enum kpatch_landed landed;
 	unsigned long addr, end;
 	unsigned int i;
 	int ret = 0;
 
 	if (rd->mod && !rd->lost && !rd->pads_all) {
-		landed = kpatch_pads_landed(rd);
-		if (landed == KPATCH_LANDED_NONE)
+		if (!kpatch_pads_landed(rd))
 			return 0;
 		/*
-		 * Inside an instruction: out of step whatever the INT3 is,
-		 * and the ways into a module only ask kprobes about it.
+		 * The ways into a module: code there runs, and what was read
+		 * after it may be out of step, whatever the INT3 is -- also
+		 * one that kprobes does not know (a debugger's).
 		 */
-		if (landed == KPATCH_LANDED_INSIDE && !rd->fn) {
+		if (!rd->fn) {
 			rd->lost = true;
 			return 0;
 		}
@@ -2419,11 +2415,10 @@ static int kpatch_pads_follow(struct kpatch_reading *rd)
 						       rd->pad[i].end, true);
 			continue;
 		}
+		/* the ways into a module: a probe can hide anything */
 		end = rd->pad[i].start + rd->pad[i].n;
-		for (addr = rd->pad[i].start; addr < end && !ret; addr++)
-			ret = kpatch_follow_int3(rd, (const u8 *)addr,
-						 rd->pad[i].end - addr, addr,
-						 true);
+		for (addr = rd->pad[i].start; addr < end && !rd->lost; addr++)
+			rd->lost = kpatch_kprobed(addr);
 	}
 	kpatch_read_done_pads(rd);
 	return ret;
@@ -2434,9 +2429,8 @@ static int kpatch_pads_follow(struct kpatch_reading *rd)
  * where no instruction read starts (inside one: the read went out of step
  * before it)?
  */
-static enum kpatch_landed kpatch_pads_landed(const struct kpatch_reading *rd)
+static bool kpatch_pads_landed(const struct kpatch_reading *rd)
 {
-	enum kpatch_landed landed = KPATCH_LANDED_NONE;
 	unsigned long off;
 	unsigned int i, k;
 
@@ -2445,14 +2439,12 @@ static enum kpatch_landed kpatch_pads_landed(const struct kpatch_reading *rd)
 			off = rd->land[k] - rd->pad[i].start;
 			if (rd->land[k] < rd->pad[i].start)
 				continue;
-			if (off < rd->pad[i].n)
-				landed = KPATCH_LANDED_RUN;
-			else if (rd->pad[i].starts &&
-				 rd->land[k] < rd->pad[i].end &&
-				 !test_bit(off, rd->pad[i].starts))
-				return KPATCH_LANDED_INSIDE;
+			if (off < rd->pad[i].n ||
+			    (rd->pad[i].starts && rd->land[k] < rd->pad[i].end &&
+			     !test_bit(off, rd->pad[i].starts)))
+				return true;
 		}
-	return landed;
+	return false;
 }
 
 /* Forget the runs recorded (see kpatch_pad()). */

@@ -2436,9 +2436,9 @@ static bool kpatch_pads_landed(const struct kpatch_reading *rd)
 
 	for (i = 0; i < rd->npad; i++)
 		for (k = 0; k < rd->nland; k++) {
-			off = rd->land[k] - rd->pad[i].start;
 			if (rd->land[k] < rd->pad[i].start)
 				continue;
+			off = rd->land[k] - rd->pad[i].start;
 			if (off < rd->pad[i].n ||
 			    (rd->pad[i].starts && rd->land[k] < rd->pad[i].end &&
 			     !test_bit(off, rd->pad[i].starts)))

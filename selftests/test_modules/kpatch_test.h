@@ -130,8 +130,7 @@ extern int kpatch_test_pc_tail;
 extern const u32 kpatch_test_pc_rj_off;	/* its jmp, from its start */
 extern const u32 kpatch_test_pc_xj_off;	/* its jmp, from its start */
 extern const u32 kpatch_test_pc_two_off[4];	/* opt, d, e (two) */
-extern const u32 kpatch_test_pc_xs_off[2];	/* xs's, xm's xor */
-extern const u32 kpatch_test_pc_xb_off[2];	/* xb's movl, xl's xor */
+extern const u32 kpatch_test_pc_xs_off[4];	/* xs, xm, xb, xl */
 
 /* kpatch_test_hooks.ko: the value functions return 100 (f1: 101, ...) */
 int kpatch_test_hooks_f(void);

@@ -449,10 +449,10 @@ asm("	.pushsection	.text, \"ax\", @progbits\n"
 	ASM_ENDBR
 	KPATCH_PC_FENTRY
 "	testl		%edi, %edi\n"
-"	jne		6f\n"
+"	jne		.Lkpatch_pc_xs\n"
 "	xorl		%eax, %eax\n"
 	ASM_RET
-"6:	.byte		0x31, 0xf6\n"
+".Lkpatch_pc_xs:	.byte	0x31, 0xf6\n"
 "	{disp32} jmp	kpatch_test_pc_xs.part.0\n"
 "	.size		kpatch_test_pc_xs, .-kpatch_test_pc_xs\n"
 "	.type		kpatch_test_pc_xs.part.0, @function\n"
@@ -473,10 +473,10 @@ asm("	.pushsection	.text, \"ax\", @progbits\n"
 "7:\n"
 "	.endr\n"
 "	testl		%edi, %edi\n"
-"	jne		8f\n"
+"	jne		.Lkpatch_pc_xm\n"
 "9:	xorl		%eax, %eax\n"
 	ASM_RET
-"8:	.byte		0x31, 0xf6\n"
+".Lkpatch_pc_xm:	.byte	0x31, 0xf6\n"
 "	{disp32} jmp	kpatch_test_pc_xm.part.0\n"
 "	.size		kpatch_test_pc_xm, .-kpatch_test_pc_xm\n"
 "	.type		kpatch_test_pc_xm.part.0, @function\n"
@@ -484,11 +484,6 @@ asm("	.pushsection	.text, \"ax\", @progbits\n"
 	KPATCH_PC_PIECE_BODY(11)
 	ASM_RET
 "	.size		kpatch_test_pc_xm.part.0, .-kpatch_test_pc_xm.part.0\n"
-"	.pushsection	.rodata, \"a\", @progbits\n"
-"	.balign		4\n"
-"kpatch_test_pc_xs_off:\n"
-"	.long		6b - kpatch_test_pc_xs, 8b - kpatch_test_pc_xm\n"
-"	.popsection\n"
 "\n"
 "	.globl		kpatch_test_pc_xb\n"
 "	.type		kpatch_test_pc_xb, @function\n"
@@ -499,9 +494,9 @@ asm("	.pushsection	.text, \"ax\", @progbits\n"
 "	jne		7f\n"
 "	xorl		%eax, %eax\n"
 	ASM_RET
-"6:	.byte		0xb8, 0x48, 0xb8, 0, 0\n"
+".Lkpatch_pc_xb:	.byte	0xb8, 0x48, 0xb8, 0, 0\n"
 "	{disp32} jmp	kpatch_test_pc_xb.part.0\n"
-"7:	jmp		6b\n"
+"7:	jmp		.Lkpatch_pc_xb\n"
 "	.size		kpatch_test_pc_xb, .-kpatch_test_pc_xb\n"
 "	.type		kpatch_test_pc_xb.part.0, @function\n"
 "kpatch_test_pc_xb.part.0:\n"
@@ -518,7 +513,7 @@ asm("	.pushsection	.text, \"ax\", @progbits\n"
 "	jne		9f\n"
 "	xorl		%eax, %eax\n"
 	ASM_RET
-"8:	.byte		0x31, 0xf6\n"
+".Lkpatch_pc_xl:	.byte	0x31, 0xf6\n"
 "9:	{disp32} jmp	kpatch_test_pc_xl.part.0\n"
 "	.size		kpatch_test_pc_xl, .-kpatch_test_pc_xl\n"
 "	.type		kpatch_test_pc_xl.part.0, @function\n"
@@ -528,8 +523,11 @@ asm("	.pushsection	.text, \"ax\", @progbits\n"
 "	.size		kpatch_test_pc_xl.part.0, .-kpatch_test_pc_xl.part.0\n"
 "	.pushsection	.rodata, \"a\", @progbits\n"
 "	.balign		4\n"
-"kpatch_test_pc_xb_off:\n"
-"	.long		6b - kpatch_test_pc_xb, 8b - kpatch_test_pc_xl\n"
+"kpatch_test_pc_xs_off:\n"
+"	.long		.Lkpatch_pc_xs - kpatch_test_pc_xs\n"
+"	.long		.Lkpatch_pc_xm - kpatch_test_pc_xm\n"
+"	.long		.Lkpatch_pc_xb - kpatch_test_pc_xb\n"
+"	.long		.Lkpatch_pc_xl - kpatch_test_pc_xl\n"
 "	.popsection\n"
 "	.popsection\n"
 );
@@ -537,34 +535,24 @@ asm("	.pushsection	.text, \"ax\", @progbits\n"
 /* xl's xor is reached by no jump: objtool would call it unreachable */
 STACK_FRAME_NON_STANDARD(kpatch_test_pc_xl);
 
-static int kpatch_pc_xs_off_get(char *buffer, const struct kernel_param *kp)
+/* Four offsets from the table at kp->arg, each less the ENDBR. */
+static int kpatch_pc_offs_get(char *buffer, const struct kernel_param *kp)
 {
+	const u32 *off = kp->arg;
+
 	return scnprintf(buffer, PAGE_SIZE, "%u %u %u %u\n",
-			 kpatch_test_pc_xs_off[0] - ENDBR_INSN_SIZE,
-			 kpatch_test_pc_xs_off[1] - ENDBR_INSN_SIZE,
-			 kpatch_test_pc_xb_off[0] - ENDBR_INSN_SIZE,
-			 kpatch_test_pc_xb_off[1] - ENDBR_INSN_SIZE);
+			 off[0] - ENDBR_INSN_SIZE, off[1] - ENDBR_INSN_SIZE,
+			 off[2] - ENDBR_INSN_SIZE, off[3] - ENDBR_INSN_SIZE);
 }
 
-static const struct kernel_param_ops kpatch_pc_xs_off_ops = {
-	.get = kpatch_pc_xs_off_get,
+static const struct kernel_param_ops kpatch_pc_offs_ops = {
+	.get = kpatch_pc_offs_get,
 };
-module_param_cb(xs_off, &kpatch_pc_xs_off_ops, NULL, 0444);
+module_param_cb(xs_off, &kpatch_pc_offs_ops, (void *)kpatch_test_pc_xs_off,
+		0444);
 MODULE_PARM_DESC(xs_off, "offsets of xs's, xm's xor, xb's movl, xl's xor, past the ENDBR");
-
-static int kpatch_pc_two_off_get(char *buffer, const struct kernel_param *kp)
-{
-	return scnprintf(buffer, PAGE_SIZE, "%u %u %u %u\n",
-			 kpatch_test_pc_two_off[0] - ENDBR_INSN_SIZE,
-			 kpatch_test_pc_two_off[1] - ENDBR_INSN_SIZE,
-			 kpatch_test_pc_two_off[2] - ENDBR_INSN_SIZE,
-			 kpatch_test_pc_two_off[3] - ENDBR_INSN_SIZE);
-}
-
-static const struct kernel_param_ops kpatch_pc_two_off_ops = {
-	.get = kpatch_pc_two_off_get,
-};
-module_param_cb(two_off, &kpatch_pc_two_off_ops, NULL, 0444);
+module_param_cb(two_off, &kpatch_pc_offs_ops, (void *)kpatch_test_pc_two_off,
+		0444);
 MODULE_PARM_DESC(two_off, "offsets of opt's movl, d's mov, e's two jmps, past the ENDBR");
 
 static int kpatch_pc_xj_jmp_get(char *buffer, const struct kernel_param *kp)

@@ -5,49 +5,49 @@
  * A patch is a set of (old function, new function) pairs that take effect
  * together, from a patch module's kpatch_register() (kpatch.h) or from a
  * command written to /sys/kernel/debug/kpatch/control.  An update -- patch,
- * replace or unpatch -- changes what the ftrace call sites of the old
- * functions redirect to, inside stop_machine(), at an instant when no task
- * is in code the update changes; a call that runs during that instant
- * anyway (an NMI) makes it fail.  Why no caller ever mixes the versions of
- * two functions is argued once, at kpatch_update_cb().
+ * replace or unpatch -- changes where the ftrace call sites of the old
+ * functions send their calls, inside stop_machine(), at an instant when no
+ * task is in code the update changes; a call that runs during that instant
+ * anyway (an NMI) makes it fail.
  *
- * The file reads in the order an update lives, from the write of `patch`
- * to the first redirected call: what the data is and how a call is
- * redirected; the contents (prototypes, in that order); the request; one
- * try -- its sites, the code no task may be in, the run: pre-walk,
- * stop_machine(), stack check, entries published -- then commit, or what
- * a refused try does; the API, the control file, init and exit.  Each
- * function comes after the first one that calls it.
- *
- * Sections named "Layer" add a mechanism to that core where the core first
- * needs it, and open with what it adds, what the core does without it and
- * its price; a first reading can skip them: a function's pieces, ways into
- * a module, hooks, jmp sites and the shared ftrace_ops, exiting tasks, the
- * waiting list, moving busy tasks, the dry run.
+ * The core is the seed's five mechanisms, and a first reading can follow
+ * them alone:
+ *  1. the sites, found by address: one per patched function, holding the
+ *     entries of every patch that changes it (struct kpatch_site);
+ *  2. the redirect: a site's ftrace_ops handler sends the call on to the
+ *     new function (kpatch_ftrace_handler());
+ *  3. stop_machine(): entries change only in its callback, where the
+ *     argument that no caller mixes versions is made (kpatch_update_cb());
+ *  4. the stack check of every task, in that callback
+ *     (kpatch_check_stacks());
+ *  5. the NMI-safe state machine, for the calls that run during the update
+ *     all the same (kpatch_state).
+ * The file reads in the order an update lives: the data and the redirect;
+ * the request; one try -- its sites, the code no task may be in, the run,
+ * the commit -- and what a refused try does; the API, the control file,
+ * init and exit.  Each function comes after the first one that calls it.
+ * Sections named "Layer" add a mechanism where the core first needs it,
+ * and open with what it adds and its price: a function's pieces, ways into
+ * a module, hooks, the pre-walk, exiting tasks, moving busy tasks.
+ * Documentation.txt ("How it works") has the long forms of the arguments.
  *
  * Words used throughout:
  *   entry      one function of one patch: its old and new function
- *   site       the ftrace call site of a patched function; it owns its
- *              entries, newest first (struct kpatch_site)
+ *   site       the ftrace call site of a patched function and kpatch's
+ *              ftrace_ops on it; it holds its entries, newest first
  *   target     where a site sends its calls: a new function, 0 for the old
- *              one, or SLOW, through the state machine
+ *              one, or KPATCH_TARGET_SLOW, through the state machine
  *   touched    the entries an update publishes or takes out
  *   part       a patch an update adds or removes
  *   ranges     the code no task may be in for an update to take effect
  *   pin        a module reference that keeps an address an update uses
- *
- * __cold marks the control path, run a few times per command and never on
- * a call of a patched function; the redirect, the stop_machine() callback
- * and the stack check are compiled for speed.
  *
  * Based on the kpatch core module by Seth Jennings and Josh Poimboeuf.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
-#include <linux/bitmap.h>
 #include <linux/bsearch.h>
-#include <linux/capability.h>
 #include <linux/ctype.h>
 #include <linux/debugfs.h>
 #include <linux/delay.h>
@@ -56,7 +56,6 @@
 #include <linux/jump_label.h>
 #include <linux/kallsyms.h>
 #include <linux/kobject.h>
-#include <linux/kprobes.h>
 #include <linux/kthread.h>
 #include <linux/mm.h>
 #include <linux/module.h>
@@ -68,10 +67,8 @@
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
-#include <linux/static_call.h>
 #include <linux/stop_machine.h>
 #include <linux/string.h>
-#include <linux/string_helpers.h>
 #include <linux/sysfs.h>
 #include <linux/task_work.h>
 #include <linux/tracepoint.h>
@@ -79,9 +76,7 @@
 #include <linux/vmalloc.h>
 #include <linux/workqueue.h>
 #include <asm/ibt.h>
-#include <asm/linkage.h>
 #include <asm/nops.h>
-#include <asm/nospec-branch.h>
 #include <asm/pgtable.h>
 #include <asm/text-patching.h>
 #include <asm/unwind.h>
@@ -138,37 +133,13 @@
 #endif
 
 /*
- * ftrace's direct calls, where ftrace can make one a jmp (an odd direct
- * address): a jmp site's fentry jumps straight to its new function.
- */
-#ifdef CONFIG_DYNAMIC_FTRACE_WITH_JMP
-#define KPATCH_JMP			1
-#define kpatch_direct_set(ops, addr)	register_ftrace_direct(ops, addr)
-#define kpatch_direct_move(ops, addr)	modify_ftrace_direct(ops, addr)
-#define kpatch_direct_clear(ops, addr)	unregister_ftrace_direct(ops, addr, false)
-#define kpatch_jmp_to(addr)		ftrace_jmp_set(addr)
-#else
-#define KPATCH_JMP			0
-#define kpatch_direct_set(ops, addr)	((void)(ops), (void)(addr), -EOPNOTSUPP)
-#define kpatch_direct_move(ops, addr)	((void)(ops), (void)(addr), -EOPNOTSUPP)
-#define kpatch_direct_clear(ops, addr)	((void)(ops), (void)(addr), -EOPNOTSUPP)
-#define kpatch_jmp_to(addr)		(addr)
-#endif
-
-/* Call depth accounting in a trampoline, where the kernel tracks it. */
-#ifndef CALL_DEPTH_ACCOUNT
-#define CALL_DEPTH_ACCOUNT ""
-#endif
-
-/*
  * Wait until no CPU is in a section with preemption off that began before
- * (kpatch_fops_handler(), an NMI in it, ftrace's list function walking an
+ * (the slow path, an NMI in it, ftrace's list function walking an
  * ftrace_ops).  Where RCU watches, such a section is an RCU read-side
  * critical section, and synchronize_rcu() waits for it.  Where tracing
- * may run while RCU does not watch, it does not, and ftrace uses the
- * "rude" flavour of RCU tasks, which waits for every CPU to schedule.
- * Where the architecture keeps tracing out of such code
- * (ARCH_WANTS_NO_INSTR), a kernel may make the rude wait a no-op: so
+ * may run while RCU does not watch, ftrace uses the "rude" flavour of RCU
+ * tasks, which waits for every CPU to schedule; a kernel whose
+ * architecture keeps tracing out of such code may make that a no-op: so
  * both, each waiting where the other may not.
  */
 #ifdef CONFIG_TASKS_RUDE_RCU
@@ -190,30 +161,19 @@
 #define KPATCH_EXIT_PROBE_ARGS	struct task_struct *task
 #endif
 
-/* The core text of a module: memory split by type, or one layout. */
+/* The core text of a module, and its data that stays writable after init. */
 #ifdef for_each_mod_mem_type
 #define kpatch_mod_text(mod)		((unsigned long)(mod)->mem[MOD_TEXT].base)
 #define kpatch_mod_text_size(mod)	((mod)->mem[MOD_TEXT].size)
+#define kpatch_mod_rw(mod, addr)	within_module_mem_type(addr, mod, MOD_DATA)
 #else
 #define kpatch_mod_text(mod)		((unsigned long)(mod)->core_layout.base)
 #define kpatch_mod_text_size(mod)	((mod)->core_layout.text_size)
+#define kpatch_mod_rw(mod, addr)					\
+	((addr) - (unsigned long)(mod)->core_layout.base -		\
+	 (mod)->core_layout.ro_after_init_size <			\
+	 (mod)->core_layout.size - (mod)->core_layout.ro_after_init_size)
 #endif
-
-/*
- * Is @addr in the data of @mod that stays writable after its init (not
- * text, read-only or __ro_after_init data, nor init memory)?
- */
-static bool kpatch_mod_rw(const struct module *mod, unsigned long addr)
-{
-#ifdef for_each_mod_mem_type
-	return within_module_mem_type(addr, mod, MOD_DATA);
-#else
-	const struct module_layout *l = &mod->core_layout;
-
-	return addr >= (unsigned long)l->base + l->ro_after_init_size &&
-	       addr < (unsigned long)l->base + l->size;
-#endif
-}
 
 /* ENDBR and the kernel's sealed replacement; none without IBT. */
 #ifdef CONFIG_X86_KERNEL_IBT
@@ -242,44 +202,36 @@ static void kpatch_test_point(enum kpatch_test_point point);
 #define KPATCH_ECHO_MAX		32
 
 /*
- * When the stack check refuses an update, kpatch sleeps and tries again,
- * up to kpatch_retries more times, before it fails with -EBUSY.  It holds
- * no lock while it sleeps; the values are capped all the same, so that a
- * typo cannot keep a command waiting for hours.  Both are read at each try.
+ * When the stack check refuses an update, kpatch sleeps and tries again, up
+ * to kpatch_retries more times, before it fails with -EBUSY.  It holds
+ * kpatch_mutex while it sleeps, so every other command waits for it: no
+ * try is made after KPATCH_RETRY_TOTAL_MS of sleeps, whatever the values.
+ * Both are read at each try.
  */
 #define KPATCH_RETRIES_MAX		100U
 #define KPATCH_RETRY_DELAY_MS_MAX	10000U
+#define KPATCH_RETRY_TOTAL_MS		60000U
 
 static unsigned int kpatch_retries = 3;
 module_param_named(retries, kpatch_retries, uint, 0644);
 MODULE_PARM_DESC(retries,
-		 "tries after the first when the stack check refuses an update (default 3, at most 100)");
+		 "tries after the first when the stack check refuses an update (default 3, at most 100; at most 60 s of retry_delay_ms in all)");
 
 static unsigned int kpatch_retry_delay_ms = 20;
 module_param_named(retry_delay_ms, kpatch_retry_delay_ms, uint, 0644);
 MODULE_PARM_DESC(retry_delay_ms,
 		 "milliseconds to sleep before each retry (default 20, at most 10000)");
 
-/*
- * Make jmp sites where the kernel allows them.  Read when a function is
- * first patched; a site keeps its way until no patch uses the function.
- */
-static bool kpatch_direct = true;
-module_param_named(direct, kpatch_direct, bool, 0644);
-MODULE_PARM_DESC(direct,
-		 "where ftrace makes direct calls jmps, jump straight to the new function (default Y); N: always the ftrace_ops path");
-
 /* ------------------------------------------------------------------------
  * Patches, entries and sites
  */
 
 /*
- * kpatch_mutex serialises every try of an update and every process-context
- * reader of the patches and the sites.  Entries are published into and
- * taken out of their sites only inside stop_machine() called with this
- * mutex held, so a holder of the mutex sees sites that nobody else
- * changes.  An update that waits between tries has dropped it (see
- * kpatch_retry()).
+ * kpatch_mutex serialises every update, from its first try to its last,
+ * and every process-context reader of the patches and the sites.  Entries
+ * are published into and taken out of their sites only inside
+ * stop_machine() called with this mutex held, so a holder of the mutex
+ * sees sites that nobody else changes.
  */
 static DEFINE_MUTEX(kpatch_mutex);
 
@@ -304,14 +256,14 @@ struct kpatch_entry {
  * kpatch's record of a patch, from its request to its removal.  A patch
  * module's struct kpatch_module is only read, but for ->name while the
  * patch is tried or enabled and ->enabled; a patch from the control file
- * has a struct kpatch_module of kpatch's own (@own), for its hooks.
+ * has a struct kpatch_module of kpatch's own (@own).
  */
 struct kpatch_patch {
 	struct list_head list;		/* in kpatch_patches while enabled */
 	struct kpatch_module *kpmod;
 	bool own;
 	struct kobject *kobj;		/* /sys/kernel/kpatch/patches/NAME */
-	struct module *pins[KPATCH_NR_HOOKS + 2];	/* patch module, hooks, kpatch */
+	struct module *pins[KPATCH_NR_HOOKS + 2];	/* hooks, patch module, kpatch */
 	unsigned int nr;
 	struct kpatch_entry entries[];
 };
@@ -323,70 +275,42 @@ struct kpatch_patch {
 static LIST_HEAD(kpatch_patches);
 
 /*
- * A site: the ftrace call site of a patched function, with its entries,
- * newest first, the first of which runs.  It is made before the update
- * that first patches its function, and released after the update that
- * leaves it no entry.  Its calls go where @target says: above
- * KPATCH_TARGET_SLOW to that new function; 0 on into the old function;
- * KPATCH_TARGET_SLOW through the state machine, while an update changes
- * the site.  Targets are written by the stop_machine() callback, and when
- * a site is made.  A site hooks its fentry with an ftrace_ops of its own
- * (@ops), whose handler sets the return address from @target; the layer
- * "jmp sites and the shared ftrace_ops" adds a jmp straight to the new
- * function (@jmp), and kpatch_fops for many sites at once.
+ * A site: the ftrace call site of a patched function, hooked by an
+ * ftrace_ops of its own, with its entries, newest first, the first of
+ * which runs.  It is made and hooked before the update that first patches
+ * its function, and unhooked and freed after the update that leaves it no
+ * entry.  Its calls go where @target says: above KPATCH_TARGET_SLOW to
+ * that new function; 0 on into the old function; KPATCH_TARGET_SLOW
+ * through the state machine, while an update changes the site.  Targets
+ * are written by the stop_machine() callback, and by the mover of busy
+ * tasks (see there) while no update runs.
  *
- * A site holds a reference on the module of its function and on kpatch
- * itself for as long as it hooks the function, so neither can be unloaded
- * while an fentry call leads into kpatch.  Sites are made, found and freed
- * under kpatch_mutex; the handlers and the guard also find them from any
- * context, under RCU (kpatch_site_find()).
+ * A site pins the module of its function and kpatch itself for as long as
+ * it hooks the function, so neither can be unloaded while an fentry call
+ * leads into kpatch.  Sites are made, found and freed under kpatch_mutex,
+ * in kpatch_sites, by ip (the seed's hash of patched functions); the
+ * handler finds its site as the container of its ftrace_ops.
  */
 #define KPATCH_TARGET_SLOW	1UL
 
-/* How a site hooks its function's fentry. */
-enum kpatch_via {
-	KPATCH_VIA_NONE,	/* not yet, or not any more */
-	KPATCH_VIA_FOPS,	/* @ip is in kpatch_fops's filter */
-	KPATCH_VIA_OPS,		/* its own ftrace_ops, @ops */
-	KPATCH_VIA_DIRECT,	/* a direct call, @ops: a jmp site */
-};
-
 struct kpatch_site {
-	struct hlist_node node;		/* in kpatch_sites; first: one test less */
-	unsigned long ip;		/* for the handler, next to @node */
+	struct ftrace_ops ops;		/* filter: @ip */
 	unsigned long target;		/* see above */
-	unsigned long jmp;		/* jmp site: its direct address; or 0 */
 	struct hlist_head entries;	/* newest first */
+	struct hlist_node node;		/* in kpatch_sites */
+	unsigned long ip;
 	struct module *mod;		/* pinned: the module of @ip, or NULL */
-	enum kpatch_via via;
-	struct ftrace_ops ops;		/* filter: @ip; unused on kpatch_fops */
 };
 
-/*
- * An update that makes more new sites than this puts them on kpatch_fops
- * (kpatch_sites_add()).
- */
-#define KPATCH_OWN_SITES	4
+static DEFINE_HASHTABLE(kpatch_sites, 7);
 
-/*
- * The sites, hashed by ip: 1 << KPATCH_SITE_BITS chains, allocated by the
- * first update (under kpatch_mutex) and kept until kpatch is unloaded.
- * Every lookup comes after it: under the mutex, from an update; from a
- * handler or the guard, for a site hooked after it, and hooking one is an
- * ftrace update, which synchronizes every CPU.
- */
-#define KPATCH_SITE_BITS	10
-static struct hlist_head *kpatch_sites;
-
-#define KPATCH_SITE_CHAINS	BIT(KPATCH_SITE_BITS)
-#define kpatch_site_chain(ip)	(&kpatch_sites[hash_min(ip, KPATCH_SITE_BITS)])
-
-/* The site at @ip, or NULL.  From any context: it only reads under RCU. */
-static struct kpatch_site *notrace kpatch_site_find(unsigned long ip)
+/* The site at @ip, or NULL. */
+static struct kpatch_site *kpatch_site_find(unsigned long ip)
 {
 	struct kpatch_site *site;
 
-	hlist_for_each_entry_rcu_notrace(site, kpatch_site_chain(ip), node)
+	lockdep_assert_held(&kpatch_mutex);
+	hash_for_each_possible(kpatch_sites, site, node, ip)
 		if (site->ip == ip)
 			return site;
 	return NULL;
@@ -411,14 +335,13 @@ static struct kpatch_entry *kpatch_top(struct kpatch_site *site)
  *   IDLE ---> UPDATING                 +---> IDLE
  *                     +---> FAILURE ---+
  *
- * The fast paths (an ftrace_ops site's target, a jmp site's jmp) look at no
- * state; the state machine guards the slow path, which the calls of every
- * site an update changes take while the update runs.  Outside
- * stop_machine() neither can change under a caller: the only writer is the
- * stop_machine() callback.  Inside it, three kinds of caller still run
- * next to the writer: NMIs on any CPU, the functions the other CPUs call
- * while they spin in the stop_machine() loop, and the stop and undo hooks
- * on the writer's own CPU.
+ * The fast path (a site's target) looks at no state; the state machine
+ * guards the slow path, which the calls of every site an update changes
+ * take while the update runs.  Outside stop_machine() neither can change
+ * under a caller: the only writer is the stop_machine() callback.  Inside
+ * it, three kinds of caller still run next to the writer: NMIs on any CPU,
+ * the functions the other CPUs call while they spin in the stop_machine()
+ * loop, and the stop and undo hooks on the writer's own CPU.
  *
  * IDLE: no update changes the entries; the first entry of a site runs, and
  * entry->op is ignored.
@@ -460,74 +383,50 @@ static int kpatch_hook_cpu = -1;
 
 /* The gate of a try moving tasks out of its way, or NULL: see there. */
 struct kpatch_gate;
-static struct kpatch_gate *kpatch_gate;
-static void kpatch_gate_pass(void);
+static struct kpatch_gate *kpatch_gating;
+static void kpatch_gate_pass(struct kpatch_gate *g);
 
 static int kpatch_state_finish(int state, unsigned long ip);
-static void kpatch_site_redirect(struct kpatch_site *site,
-				 struct ftrace_regs *fregs);
-static void kpatch_ftrace_slow(struct kpatch_site *site,
-			       struct ftrace_regs *fregs);
-static unsigned long kpatch_redirect_slow(struct kpatch_site *site);
-
-/* In asm: see "Layer: jmp sites and the shared ftrace_ops". */
-asmlinkage void kpatch_guard(void);
+static noinline void kpatch_redirect_slow(struct kpatch_site *site,
+					  struct ftrace_regs *fregs);
 
 /*
- * The handler of a site with an ftrace_ops of its own: the site is the
- * ftrace_ops's container, so the fast path is a load and a compare more
- * than the least any IPMODIFY handler does.  The site outlives every call
- * in here: it is freed only after unregister_ftrace_function() of its
- * ftrace_ops has returned, which waits until no CPU is in the handler (an
- * ftrace_ops not in kpatch's data is dynamic to ftrace).
+ * The handler of every site: the redirect.  Its fast path is a load and a
+ * compare more than the least any IPMODIFY handler does.  The site
+ * outlives every call in here: it is freed only after
+ * unregister_ftrace_function() of its ftrace_ops has returned, which waits
+ * until no CPU is in the handler and no task in ftrace's trampoline.  It
+ * runs in any context and calls nothing traceable, so it cannot recurse:
+ * the ftrace_ops leave out FTRACE_OPS_FL_RECURSION.
  */
 static void notrace kpatch_ftrace_handler(unsigned long ip,
 					  unsigned long parent_ip,
 					  struct ftrace_ops *ops,
 					  struct ftrace_regs *fregs)
 {
-	kpatch_site_redirect(container_of(ops, struct kpatch_site, ops), fregs);
-}
-
-/*
- * The fast path of both ftrace_ops handlers, for a call of @site: the
- * target's new function, the old function for 0, or the slow path.
- */
-static __always_inline void kpatch_site_redirect(struct kpatch_site *site,
-						 struct ftrace_regs *fregs)
-{
+	struct kpatch_site *site = container_of(ops, struct kpatch_site, ops);
 	/* pairs with the release in kpatch_final_targets() */
 	unsigned long target = smp_load_acquire(&site->target);
 
 	if (likely(target > KPATCH_TARGET_SLOW))
 		kpatch_set_ip(fregs, target);
 	else if (target)
-		kpatch_ftrace_slow(site, fregs);
-}
-
-/* The slow path of the handlers, out of their way. */
-static noinline void notrace kpatch_ftrace_slow(struct kpatch_site *site,
-						struct ftrace_regs *fregs)
-{
-	unsigned long target = kpatch_redirect_slow(site);
-
-	if (target)
-		kpatch_set_ip(fregs, target);
+		kpatch_redirect_slow(site, fregs);
 }
 
 /*
- * The slow path of both redirects, for a call of @site whose fast path said
- * an update is changing it, or that its gate is on: the function to run,
- * or 0 for the old one.
- *
- * It runs in any context, NMI included, and calls nothing traceable but,
- * in a user task while the gate is on, get_task_struct() (kpatch_gate_pass()).
- * Disabling preemption makes it an RCU read-side section for the
- * synchronize_rcu() after an update, and keeps this CPU's stopper thread
- * from answering the update's rendezvous while it runs.
+ * The slow path, for a call of @site while an update changes it, or while
+ * a gate is on: the function the state gives.  It runs in any context, NMI
+ * included, and calls nothing traceable but, in a user task while a gate
+ * is on, get_task_struct() (kpatch_gate_pass()).  Disabling preemption
+ * makes it an RCU read-side section for the synchronize_rcu() after an
+ * update, and keeps this CPU's stopper thread from answering the update's
+ * rendezvous while it runs.
  */
-static noinline unsigned long notrace kpatch_redirect_slow(struct kpatch_site *site)
+static noinline void notrace kpatch_redirect_slow(struct kpatch_site *site,
+						  struct ftrace_regs *fregs)
 {
+	struct kpatch_gate *g;
 	struct kpatch_entry *e;
 	int state;
 
@@ -539,10 +438,14 @@ static noinline unsigned long notrace kpatch_redirect_slow(struct kpatch_site *s
 	 * its callback waits for this CPU's stopper (kpatch_update_cb()).
 	 */
 	state = atomic_read(&kpatch_state);
-	if (state != KPATCH_STATE_IDLE)
+	if (state != KPATCH_STATE_IDLE) {
 		state = kpatch_state_finish(KPATCH_STATE_FAILURE, site->ip);
-	else if (unlikely(READ_ONCE(kpatch_gate)))
-		kpatch_gate_pass();	/* see "Layer: moving busy tasks" */
+	} else {
+		/* pairs with the release in kpatch_gate_on() */
+		g = smp_load_acquire(&kpatch_gating);
+		if (unlikely(g))
+			kpatch_gate_pass(g);
+	}
 	/*
 	 * Read entry->op and the entries only after the state.  Pairs with
 	 * the smp_wmb() before SUCCESS in kpatch_update_publish(): a call
@@ -554,8 +457,9 @@ static noinline unsigned long notrace kpatch_redirect_slow(struct kpatch_site *s
 		if (!(state == KPATCH_STATE_FAILURE && e->op == KPATCH_OP_PATCH) &&
 		    !(state == KPATCH_STATE_SUCCESS && e->op == KPATCH_OP_UNPATCH))
 			break;
+	if (e)
+		kpatch_set_ip(fregs, e->new_addr);
 	preempt_enable_notrace();
-	return e ? e->new_addr : 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -589,87 +493,18 @@ struct kpatch_refused {
 	int hook_ret;
 };
 
-/* At most this many tasks in the way are listed by a try or a dry run. */
-#define KPATCH_CHECK_MAX	64
-
-/* What kpatch can do about a task in the way (kpatch_movable()). */
-enum kpatch_how {
-	KPATCH_STAYS,		/* nothing */
-	KPATCH_MOVED,		/* a user task: moved out, and held */
-	KPATCH_WOKEN,		/* a kernel thread asleep interruptibly: woken */
-};
-
-/*
- * A task in the way: @addr, or 0 if its stack is unreliable; @how, and for
- * a try that will move or wake it, a reference on it in @task.
- */
-struct kpatch_blocker {
-	struct task_struct *task;
-	unsigned long addr;
-	pid_t pid;
-	enum kpatch_how how;
-	char comm[TASK_COMM_LEN];
-};
-
-/*
- * The tasks in the way that a dry run (`check`), or a try that may move
- * them, found: the blockers it lists, and how many more.
- */
-struct kpatch_check {
-	struct kpatch_blocker *blockers;
-	unsigned int nr, more;
-};
-
-/*
- * What a try that moves tasks keeps: the list of its runs, its gate, and
- * how many rounds it made.  Under kpatch_mutex.
- */
-struct kpatch_movers {
-	struct kpatch_check list;
-	struct kpatch_blocker blockers[KPATCH_CHECK_MAX];
-	struct kpatch_gate *gate;
-	unsigned int rounds;
-	bool gating;
-};
-
 /* What the caller asked for: the same at every try. */
 struct kpatch_request {
 	const char *verb;		/* "patch", "replace" or "unpatch" */
 	struct kpatch_patch *add;	/* patch to publish, or NULL */
 	struct kpatch_patch *remove;	/* patch to take out, or NULL */
 	bool replace;			/* also take out every other patch */
-	struct kpatch_check *check;	/* dry run: the caller's; or NULL */
 };
 
 /*
- * Updates that wait to be tried again.  Between tries an update holds no
- * lock: kpatch_mutex is free for readers, for kpatch_register() and for
- * other updates, which may change the patches meanwhile.  So every try is
- * prepared anew against the patches as they are then, and a waiting
- * update keeps for itself only what another update must not take: the
- * pins of the patch it adds (kpatch_patch_new()), its name, and the
- * patches it removes -- one, or for a replace every patch enabled when it
- * wakes.  Nobody else may remove (and so free) those meanwhile.
- * Protected by kpatch_mutex; entries live on the waiting task's stack.
+ * A task whose stack the pre-walk found clean, and what it takes to trust
+ * that walk inside stop_machine(): see "Layer: the pre-walk".
  */
-struct kpatch_waiting {
-	struct list_head list;
-	const char *name;		/* patch being added, or NULL */
-	struct kpatch_patch *remove;	/* patch being removed, or NULL */
-	bool replace;			/* removes every patch */
-};
-
-static LIST_HEAD(kpatch_waiting);
-
-/*
- * A task whose stack the pre-walk found clean, walked while the task could
- * not run, and what it takes to trust that walk inside stop_machine(): the
- * same task (pointer, pid and start time) not switched out since (the same
- * nvcsw + nivcsw).  See the pre-walk.
- */
-/* An exiting task went unrecorded: see "Layer: exiting tasks". */
-static bool kpatch_exiting_lost;
-
 struct kpatch_seen {
 	struct task_struct *task;
 	unsigned long switches;
@@ -678,17 +513,15 @@ struct kpatch_seen {
 };
 
 /*
- * One try of an update, or its dry run: prepared by kpatch_try() (or
- * kpatch_dry_run()) from the request and the patches as they are then;
- * what it holds is freed before that returns, and @refused is read after.
+ * One try of an update, prepared by kpatch_try_once() from the request and
+ * the patches as they are then; what it holds is freed before that
+ * returns, and @refused is read after.
  *  - the parts: the patches whose hooks run, in the order they run: those
  *    removed, newest first, then the one added; and their entries in the
  *    same order, those taken out before @first_add, those published after;
- *  - the sites of those entries, each once, and room for what the
- *    sites' ftrace updates take: sites to release and their ips;
+ *  - the sites of those entries, each once;
  *  - the code no task may be in (kpatch_build_ranges()): sorted disjoint
- *    ranges, modules checked whole but for their own threads, new records
- *    of ways into modules;
+ *    ranges, and modules checked whole but for their own threads;
  *  - the pre-walk's cache of clean tasks, in task list order and sorted;
  *  - the stop_machine() rendezvous, and why the try was refused.
  */
@@ -698,21 +531,19 @@ struct kpatch_try {
 	unsigned int nr_parts;
 	struct kpatch_entry **touched;
 	unsigned int nr_touched, first_add;
-	struct kpatch_site **sites, **gone;
+	struct kpatch_site **sites;
 	unsigned int nr_sites;
-	unsigned long *ips;
 	struct kpatch_range *ranges;
 	unsigned int nr_ranges, max_ranges;
 	struct module **whole;
 	unsigned int nr_whole;
-	struct kpatch_ways_in **ways;
-	unsigned int nr_ways;
+	bool hooks;			/* a part has a hook */
+	/* Layer: the pre-walk */
 	struct kpatch_seen *seen, **seen_by_task;
 	unsigned int nr_seen, max_seen;
 	atomic_t cpus_in, cpus_seen;
-	struct kpatch_check *list;	/* where blockers go, or NULL */
+	/* Layer: moving busy tasks */
 	struct kpatch_movers *movers;	/* tasks it moves, or NULL */
-	bool hooks;			/* a part has a hook */
 	struct kpatch_refused refused;
 };
 
@@ -723,7 +554,6 @@ struct kpatch_try {
  */
 
 /* The request: resolve, check and pin what a patch names */
-static bool kpatch_name_taken(const char *name);
 static struct kpatch_patch *kpatch_find_patch(const char *name);
 static struct kpatch_patch *kpatch_patch_new(struct kpatch_module *kpmod,
 					     bool own, int *err);
@@ -738,23 +568,22 @@ static bool kpatch_kernel_text(unsigned long addr);
 static int kpatch_get_module(const char *name, struct module *coming_ok,
 			     struct module **modp, enum module_state *state);
 static bool kpatch_module_text(const struct module *mod, unsigned long addr);
-static unsigned long kpatch_ftrace_ip(unsigned long addr);
 static bool kpatch_endbr(unsigned long addr, bool sealed_too);
 static int kpatch_check_ftrace_site(unsigned long ip);
 static int kpatch_cmp_ulong(const void *a, const void *b);
-static bool kpatch_sysfs_taken(const char *verb, const char *name);
 static void kpatch_patch_free(struct kpatch_patch *patch);
+static void kpatch_own_free(struct kpatch_module *kpmod);
+static int kpatch_resolve_hook(struct kpatch_patch *patch, int h);
 
 /* An update, and one try of it */
 static int kpatch_update(struct kpatch_request *req);
-static int kpatch_try(struct kpatch_try *try);
+static int kpatch_try_once(struct kpatch_try *try);
 static int kpatch_check_chain(struct kpatch_patch *patch, bool replace);
-static bool kpatch_in_table(unsigned long addr, bool as_old);
+static bool kpatch_sysfs_taken(const char *verb, const char *name);
 static int kpatch_collect(struct kpatch_try *try);
-static int kpatch_sites_add(struct kpatch_try *try);
-static struct kpatch_site *kpatch_site_new(struct kpatch_entry *e);
-static int kpatch_site_hook(struct kpatch_site *site, bool jmp);
-static void kpatch_ftrace_gave_up(void);
+static int kpatch_sites_get(struct kpatch_try *try);
+static struct kpatch_site *kpatch_site_new(struct kpatch_entry *e, int *err);
+static void kpatch_site_free(struct kpatch_site *site);
 static int kpatch_build_ranges(struct kpatch_try *try);
 static int kpatch_add_code(struct kpatch_try *try, const struct kpatch_entry *e,
 			   bool old);
@@ -766,137 +595,47 @@ static int kpatch_add_pieces(struct kpatch_try *try, unsigned int first,
 			     struct module *mod, unsigned long fn);
 
 /* Layer: ways into a module */
-static int kpatch_add_reaches(struct kpatch_try *try);
-static struct module *kpatch_way_in(const struct kpatch_entry *e);
-static struct kpatch_ways_in *kpatch_ways_in_new(const struct kpatch_try *try,
-						 struct module *mod);
-static struct kpatch_ways_in *kpatch_ways_in_find(const struct module *mod);
-static bool kpatch_redirected_after(const struct kpatch_try *try,
-				    const struct module *mod);
-static bool kpatch_redirects_into(const struct kpatch_patch *patch,
-				  const struct module *mod);
-static int kpatch_add_reach(struct kpatch_try *try, struct module *mod,
-			    const unsigned long *addr, unsigned int n);
+static int kpatch_add_whole(struct kpatch_try *try);
 
-/* The ranges in order, and the sites of the try */
+/* The ranges in order */
 static int kpatch_cmp_range(const void *a, const void *b);
-static void kpatch_free_ranges(struct kpatch_try *try);
-static int kpatch_collect_sites(struct kpatch_try *try);
 
 /* Layer: hooks */
 static int kpatch_pre_hooks(struct kpatch_try *try);
-static int kpatch_part_hook(struct kpatch_try *try, unsigned int i,
-			    enum kpatch_hook stage);
-static void kpatch_cancel_hook(struct kpatch_try *try, unsigned int i);
 static void kpatch_cancel_hooks(struct kpatch_try *try);
-static void kpatch_undo_hooks(struct kpatch_try *try, unsigned int n);
-static int kpatch_resolve_hook(struct kpatch_patch *patch, int h);
 
-/* Layer: jmp sites and the shared ftrace_ops */
-static int kpatch_sites_guard(struct kpatch_try *try);
-static unsigned long kpatch_guard_slow(unsigned long ret);
-static void kpatch_fops_handler(unsigned long ip, unsigned long parent_ip,
-				struct ftrace_ops *ops,
-				struct ftrace_regs *fregs);
-static int kpatch_fops_add(struct kpatch_try *try, unsigned int from,
-			   unsigned int to);
-static bool kpatch_fops_alone(const struct kpatch_site *site);
-static int kpatch_fops_del(unsigned long *ips, unsigned int n);
-static void kpatch_settle_fn(struct work_struct *work);
-static int kpatch_site_drop(struct kpatch_site *site);
-
-/* The run: the pre-walk, stop_machine() and the stack check */
+/* The run: stop_machine() and the stack check */
 static int kpatch_run(struct kpatch_try *try);
 static bool kpatch_checks(const struct kpatch_try *try);
 static int kpatch_prewalk(struct kpatch_try *try);
 static void kpatch_forget(struct kpatch_try *try);
-static int kpatch_prewalk_task(struct task_struct *task,
-			       struct kpatch_try *try);
 static int kpatch_walk_stack(struct task_struct *task, struct kpatch_try *try);
-static bool kpatch_in_ranges(const struct kpatch_try *try, unsigned long addr);
-static void kpatch_refuse(struct kpatch_try *try, enum kpatch_refusal why,
-			  struct task_struct *task, unsigned long addr);
-static void kpatch_seen_add(struct kpatch_try *try, struct task_struct *task);
-static int kpatch_cmp_seen(const void *a, const void *b);
 static void kpatch_set_op(struct kpatch_try *try, bool running);
 static int kpatch_update_cb(void *data);
-static int kpatch_update_answer(struct kpatch_try *try);
 static int kpatch_check_stacks(struct kpatch_try *try);
 static int kpatch_check_task(struct task_struct *task, struct kpatch_try *try);
-static bool kpatch_seen_unchanged(const struct kpatch_seen *s,
-				  const struct task_struct *task);
-static struct kpatch_seen *kpatch_seen_search(const struct kpatch_try *try,
-					      struct task_struct *task);
-
-/* Layer: exiting tasks */
 static int kpatch_check_exiting(struct kpatch_try *try);
-static void kpatch_exiting_refill(struct work_struct *work);
-static void kpatch_exiting_stop(int n);
-
-/* The callback's last steps; then settle and commit */
-static int kpatch_state_finish(int state, unsigned long ip);
 static int kpatch_update_publish(struct kpatch_try *try);
 static void kpatch_final_targets(struct kpatch_try *try);
-static void kpatch_sites_settle(struct kpatch_try *try);
-static unsigned long kpatch_site_jmp(struct kpatch_site *site);
-static unsigned int kpatch_sites_release(struct kpatch_try *try,
-					 unsigned int n);
-static int kpatch_site_release(struct kpatch_site *site);
-static void kpatch_site_free(struct kpatch_site *site);
+
+/* Then: released, committed, or refused */
+static void kpatch_sites_release(struct kpatch_try *try);
 static void kpatch_commit(struct kpatch_try *try);
 static void kpatch_kobj_remove(struct kobject **kobj);
 static void kpatch_uncollect(struct kpatch_try *try);
-
-/* A refused try: undone, run again, or tried again later */
-static void kpatch_sites_unmake(struct kpatch_try *try);
-static void kpatch_run_again(struct kpatch_try *try);
 static bool kpatch_retry(const struct kpatch_request *req,
 			 const struct kpatch_refused *r, int ret,
 			 unsigned int n);
-static void kpatch_report(const struct kpatch_request *req,
-			  const struct kpatch_refused *r, unsigned int n,
-			  unsigned int tries, bool last, unsigned int delay);
 static const char *kpatch_req_name(const struct kpatch_request *req);
-static bool kpatch_removal_waits(const struct kpatch_patch *patch);
 
 /* Layer: moving busy tasks */
 static bool kpatch_move_out(struct kpatch_try *try, int ret);
-static struct kpatch_movers *kpatch_movers_new(void);
-static void kpatch_move_wait(struct kpatch_gate *g);
-static unsigned int kpatch_gate_sweep(struct kpatch_gate *g);
 static void kpatch_movers_free(struct kpatch_try *try);
-static enum kpatch_how kpatch_movable(const struct kpatch_try *try,
-				      struct task_struct *task);
-static bool kpatch_move_one(struct kpatch_gate *g, struct task_struct *task,
-			    enum kpatch_how how);
-static void kpatch_gate_on(struct kpatch_movers *m, struct kpatch_try *try);
-static void kpatch_gate_pass(void);
-static struct kpatch_slot *kpatch_gate_claim(struct kpatch_gate *g,
-					     struct task_struct *task);
-static bool kpatch_gate_queue(struct kpatch_gate *g, struct kpatch_slot *s,
-			      struct task_struct *task);
-static void kpatch_hold_fn(struct callback_head *work);
-static struct kpatch_slot *kpatch_gate_find(struct kpatch_gate *g,
-					    const struct task_struct *task);
-static void kpatch_gate_put(struct kpatch_gate *g);
+static bool kpatch_stop_at(struct kpatch_try *try, struct task_struct *task);
 
-/* Layer: the dry run */
-static int kpatch_dry_run(struct kpatch_try *try);
-static int kpatch_dry_cb(void *data);
-static bool kpatch_all_moved(const struct kpatch_check *chk);
-static void kpatch_sym_name(char *buf, unsigned long addr, bool offset);
-
-/* The control file, debugfs and sysfs */
-static int kpatch_run_command(char *cmd);
-static bool kpatch_is_verb(const char *word);
-static int kpatch_echo_len(const char *word);
-static bool kpatch_valid_name(const char *name);
-static int kpatch_cmd_patch(char **tok, int ntok, bool replace,
-			    struct kpatch_check *chk);
-static int kpatch_parse_addr(const char *tok, unsigned long *addr);
-static int kpatch_parse_hook(struct kpatch_module *kpmod, const char *verb,
-			     const char *word);
-static int kpatch_cmd_unpatch(char **tok, int ntok, struct kpatch_check *chk);
+/* The control file */
+static int kpatch_cmd_patch(char **tok, int ntok, bool replace);
+static int kpatch_cmd_unpatch(char **tok, int ntok);
 
 /* ------------------------------------------------------------------------
  * The request: resolve, check and pin what a patch names
@@ -904,58 +643,35 @@ static int kpatch_cmd_unpatch(char **tok, int ntok, struct kpatch_check *chk);
 
 /*
  * Enable the patch @kpmod describes, replacing every other patch if
- * @replace; or with @chk, only say whether that would work now.  @own:
- * @kpmod is kpatch's (the control file's), and it is freed here but when
- * the patch was enabled.  Caller holds kpatch_mutex; it is dropped while
- * the update waits between tries.
+ * @replace.  @own: @kpmod is kpatch's (the control file's), and it is
+ * freed here but when the patch was enabled.  Caller holds kpatch_mutex.
  */
 static __cold int kpatch_enable(struct kpatch_module *kpmod, bool own,
-				bool replace, struct kpatch_check *chk)
+				bool replace)
 {
 	struct kpatch_request req = {
 		.verb = replace ? "replace" : "patch",
 		.replace = replace,
-		.check = chk,
 	};
 	int ret;
 
 	lockdep_assert_held(&kpatch_mutex);
-	if (kpatch_name_taken(kpmod->name)) {
+	if (kpatch_find_patch(kpmod->name)) {
 		pr_err("%s '%s' refused: a patch with that name exists\n",
 		       req.verb, kpmod->name);
 		ret = -EEXIST;
-	} else if (kpatch_sysfs_taken(req.verb, kpmod->name)) {
-		ret = -EEXIST;
-	} else if (replace && kpatch_removal_waits(NULL)) {
-		pr_err("%s '%s' refused: an unpatch waits to try again\n",
-		       req.verb, kpmod->name);
-		ret = -EBUSY;
 	} else {
 		req.add = kpatch_patch_new(kpmod, own, &ret);
-		if (req.add) {
-			ret = kpatch_update(&req);
-			if (ret || chk)
-				kpatch_patch_free(req.add);	/* and kpmod */
-			return ret;
-		}
 	}
-	if (own) {
-		kfree(kpmod->funcs);
-		kfree(kpmod->name);
-		kfree(kpmod);
+	if (!req.add) {
+		if (own)
+			kpatch_own_free(kpmod);
+		return ret;
 	}
+	ret = kpatch_update(&req);
+	if (ret)
+		kpatch_patch_free(req.add);	/* and kpmod, if own */
 	return ret;
-}
-
-/* Is @name the name of an enabled patch or of one waiting to be added? */
-static bool kpatch_name_taken(const char *name)
-{
-	struct kpatch_waiting *w;
-
-	list_for_each_entry(w, &kpatch_waiting, list)
-		if (w->name && !strcmp(w->name, name))
-			return true;
-	return kpatch_find_patch(name);
 }
 
 /* The enabled patch called @name, or NULL. */
@@ -973,11 +689,11 @@ static struct kpatch_patch *kpatch_find_patch(const char *name)
 /*
  * kpatch's record of the patch @kpmod describes, with every function and
  * hook checked and pinned, together with the patch module and kpatch
- * itself: once for a request, whose tries keep the pins, so that while it
- * waits between tries no module it names can go, and an address keeps
- * naming the function it named.  An old function may appear only once,
- * and a new one may not be an old one of the same patch.  @own: @kpmod is
- * kpatch's, and freed with the record.  On failure, the errno and NULL.
+ * itself: once for a request, whose tries keep the pins, so that an
+ * address keeps naming the function it named.  An old function may appear
+ * only once, and a new one may not be an old one of the same patch.
+ * @own: @kpmod is kpatch's, and freed with the record.  On failure, the
+ * errno and NULL, and @kpmod is the caller's.
  */
 static __cold struct kpatch_patch *
 kpatch_patch_new(struct kpatch_module *kpmod, bool own, int *err)
@@ -994,7 +710,6 @@ kpatch_patch_new(struct kpatch_module *kpmod, bool own, int *err)
 		goto out;
 	INIT_LIST_HEAD(&patch->list);
 	patch->kpmod = kpmod;
-	patch->own = own;
 	patch->nr = kpmod->num_funcs;
 	if (kpmod->mod && !try_module_get(kpmod->mod)) {
 		pr_err("%s: patch module is going away\n", kpmod->name);
@@ -1028,12 +743,12 @@ kpatch_patch_new(struct kpatch_module *kpmod, bool own, int *err)
 	if (!ret) {
 		__module_get(THIS_MODULE);
 		patch->pins[KPATCH_PIN_SELF] = THIS_MODULE;
+		patch->own = own;
 	}
 out:
 	kfree(olds);
 	if (ret && patch) {
-		patch->own = false;	/* the caller frees its kpatch_module */
-		kpatch_patch_free(patch);
+		kpatch_patch_free(patch);	/* not own: kpmod stays */
 		patch = NULL;
 	}
 	*err = ret;
@@ -1067,7 +782,8 @@ static __cold int kpatch_resolve_entry(struct kpatch_patch *patch, int i,
 	}
 	if (ret)
 		return ret;
-	e->ip = kpatch_ftrace_ip(e->old_addr);
+	/* the fentry call, which on IBT kernels comes after the ENDBR */
+	e->ip = e->old_addr + (kpatch_endbr(e->old_addr, true) ? ENDBR_INSN_SIZE : 0);
 	ret = kpatch_check_ftrace_site(e->ip);
 	if (ret == -ENOMEM)
 		pr_err("%s: out of memory checking %pS with ftrace\n", name,
@@ -1229,15 +945,6 @@ static bool kpatch_module_text(const struct module *mod, unsigned long addr)
 }
 
 /*
- * The ftrace location of the function starting at @addr: the fentry call,
- * which on IBT kernels comes after the ENDBR (or its sealed replacement).
- */
-static unsigned long kpatch_ftrace_ip(unsigned long addr)
-{
-	return kpatch_endbr(addr, true) ? addr + ENDBR_INSN_SIZE : addr;
-}
-
-/*
  * Is there an ENDBR at @addr: a live one, or with @sealed_too also the
  * kernel's sealed replacement?  The test of is_endbr(), open-coded: it is
  * not exported everywhere, and takes the instruction on some kernels, a
@@ -1293,23 +1000,6 @@ static int kpatch_cmp_ulong(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/*
- * Does /sys/kernel/kpatch/patches/@name exist?  kpatch makes it itself; a
- * patch module that makes it too (before kpatch_register(), or while an
- * update waits) is refused.
- */
-static __cold bool kpatch_sysfs_taken(const char *verb, const char *name)
-{
-	struct kernfs_node *kn = sysfs_get_dirent(kpatch_patches_kobj->sd, name);
-
-	if (!kn)
-		return false;
-	sysfs_put(kn);
-	pr_err("%s '%s' refused: /sys/kernel/kpatch/patches/%s already exists; kpatch makes it itself, the patch module must not\n",
-	       verb, name, name);
-	return true;
-}
-
 /* Drop every pin of @patch, and free it (with its kpatch_module if own). */
 static void kpatch_patch_free(struct kpatch_patch *patch)
 {
@@ -1321,12 +1011,17 @@ static void kpatch_patch_free(struct kpatch_patch *patch)
 	}
 	for (i = 0; i < ARRAY_SIZE(patch->pins); i++)
 		module_put(patch->pins[i]);
-	if (patch->own) {
-		kfree(patch->kpmod->funcs);
-		kfree(patch->kpmod->name);
-		kfree(patch->kpmod);
-	}
+	if (patch->own)
+		kpatch_own_free(patch->kpmod);
 	kfree(patch);
+}
+
+/* Free a kpatch_module of kpatch's own, the control file's. */
+static void kpatch_own_free(struct kpatch_module *kpmod)
+{
+	kfree(kpmod->funcs);
+	kfree(kpmod->name);
+	kfree(kpmod);
 }
 
 /* ------------------------------------------------------------------------
@@ -1334,55 +1029,36 @@ static void kpatch_patch_free(struct kpatch_patch *patch)
  */
 
 /*
- * Run the update @req asks for, or with @req->check only its dry run.
- * While the stack check refuses it, it waits and tries again
- * (kpatch_retry()); a try moves tasks out of its way first
- * (kpatch_move_out()).
+ * Run the update @req asks for.  While the stack check refuses it, it
+ * waits and tries again (kpatch_retry()), holding kpatch_mutex: the
+ * patches it was asked to change are those it changes.
  */
 static __cold int kpatch_update(struct kpatch_request *req)
 {
 	struct kpatch_try try;
-	unsigned int n = 1;
+	unsigned int n;
 	int ret;
 
 	lockdep_assert_held(&kpatch_mutex);
-	if (!kpatch_sites) {	/* the first update: see kpatch_sites */
-		kpatch_sites = kcalloc(KPATCH_SITE_CHAINS, sizeof(*kpatch_sites),
-				       GFP_KERNEL);
-		if (!kpatch_sites)
-			return -ENOMEM;
-	}
-	memset(&try, 0, sizeof(try));
-	try.req = req;
-	if (req->check) {
-		try.list = req->check;
-		return kpatch_dry_run(&try);
-	}
-	for (;;) {
+	for (n = 1;; n++) {
 		memset(&try, 0, sizeof(try));
 		try.req = req;
-		ret = kpatch_try(&try);
-		if (!ret)
-			break;
-		if (!kpatch_retry(req, &try.refused, ret, n++))
-			break;
+		ret = kpatch_try_once(&try);
+		if (!ret || !kpatch_retry(req, &try.refused, ret, n))
+			return ret;
 	}
-	return ret;
 }
 
 /*
- * One try of @try->req: prepare it against the patches as they are now,
- * run it, and commit it or undo every step.  Caller holds kpatch_mutex
- * from the first step to the last, so the patches the try was prepared
- * for are those it changes.
+ * One try of @try->req: prepare it, run it -- again while it moves tasks
+ * out of its way (kpatch_move_out()) -- and commit it or undo every step.
  */
-static __cold int kpatch_try(struct kpatch_try *try)
+static __cold int kpatch_try_once(struct kpatch_try *try)
 {
 	const struct kpatch_request *req = try->req;
 	struct kpatch_patch *add = req->add;
 	int ret;
 
-	lockdep_assert_held(&kpatch_mutex);
 	if (add) {
 		ret = kpatch_check_chain(add, req->replace);
 		if (ret)
@@ -1395,36 +1071,21 @@ static __cold int kpatch_try(struct kpatch_try *try)
 			return -ENOMEM;
 	}
 	ret = kpatch_collect(try);
-	ret = ret ?: add ? kpatch_sites_add(try) : 0;
+	ret = ret ?: kpatch_sites_get(try);
 	ret = ret ?: kpatch_build_ranges(try);
-	ret = ret ?: kpatch_collect_sites(try);
-	if (ret) {
-		kpatch_sites_unmake(try);
-		goto out;
-	}
-	ret = try->hooks ? kpatch_pre_hooks(try) : 0;
+	ret = ret ?: try->hooks ? kpatch_pre_hooks(try) : 0;
 	if (!ret) {
-		ret = kpatch_sites_guard(try);
-		/* while it moves tasks out of its way, with the same sites */
-		while (!ret) {
+		do
 			ret = kpatch_run(try);
-			if (!ret || !kpatch_move_out(try, ret))
-				break;
-			kpatch_run_again(try);
-			ret = 0;
-		}
-		/* the gate's marks off, where no run cleared them */
-		kpatch_final_targets(try);
+		while (ret && kpatch_move_out(try, ret));
 		if (try->movers)
 			kpatch_movers_free(try);
 		if (ret)
 			kpatch_cancel_hooks(try);
 	}
-	kpatch_sites_settle(try);
+	kpatch_sites_release(try);	/* those left with no entry */
 	if (!ret)
 		kpatch_commit(try);
-out:
-	kpatch_free_ranges(try);
 	kpatch_uncollect(try);
 	if (ret && add)
 		kpatch_kobj_remove(&add->kobj);
@@ -1435,42 +1096,50 @@ out:
  * Would @patch make a redirect lead into another one, with the patches
  * enabled now (none, if @replace takes them all out)?  A function may not
  * be both an old and a new function among the enabled patches, so every
- * redirect is exactly one hop.  Checked at every try: other updates may
- * run while one waits between tries.
+ * redirect is exactly one hop.
  */
 static __cold int kpatch_check_chain(struct kpatch_patch *patch, bool replace)
 {
-	struct kpatch_entry *e;
-	unsigned int i;
+	struct kpatch_entry *e, *f;
+	struct kpatch_patch *p;
+	unsigned int i, k;
 
 	for (i = 0; i < patch->nr && !replace; i++) {
 		e = &patch->entries[i];
-		if (kpatch_in_table(e->new_addr, true)) {
-			pr_err("%s: new function %pS is also an old function of a patch\n",
-			       patch->kpmod->name, (void *)e->new_addr);
-			return -EINVAL;
-		}
-		if (kpatch_in_table(e->old_addr, false)) {
-			pr_err("%s: old function %pS is the new function of a patch\n",
-			       patch->kpmod->name, (void *)e->old_addr);
-			return -EINVAL;
+		list_for_each_entry(p, &kpatch_patches, list) {
+			for (k = 0, f = p->entries; k < p->nr; k++, f++) {
+				if (e->new_addr == f->old_addr) {
+					pr_err("%s: new function %pS is also an old function of a patch\n",
+					       patch->kpmod->name,
+					       (void *)e->new_addr);
+					return -EINVAL;
+				}
+				if (e->old_addr == f->new_addr) {
+					pr_err("%s: old function %pS is the new function of a patch\n",
+					       patch->kpmod->name,
+					       (void *)e->old_addr);
+					return -EINVAL;
+				}
+			}
 		}
 	}
 	return 0;
 }
 
-/* Is @addr an old (@as_old) or a new function of an enabled patch? */
-static bool kpatch_in_table(unsigned long addr, bool as_old)
+/*
+ * Does /sys/kernel/kpatch/patches/@name exist?  kpatch makes it itself; a
+ * patch module that makes it too is refused.
+ */
+static __cold bool kpatch_sysfs_taken(const char *verb, const char *name)
 {
-	struct kpatch_patch *p;
-	unsigned int i;
+	struct kernfs_node *kn = sysfs_get_dirent(kpatch_patches_kobj->sd, name);
 
-	list_for_each_entry(p, &kpatch_patches, list)
-		for (i = 0; i < p->nr; i++)
-			if (addr == (as_old ? p->entries[i].old_addr :
-					      p->entries[i].new_addr))
-				return true;
-	return false;
+	if (!kn)
+		return false;
+	sysfs_put(kn);
+	pr_err("%s '%s' refused: /sys/kernel/kpatch/patches/%s already exists; kpatch makes it itself, the patch module must not\n",
+	       verb, name, name);
+	return true;
 }
 
 /* The parts of @try and their entries (see struct kpatch_try). */
@@ -1498,11 +1167,9 @@ static __cold int kpatch_collect(struct kpatch_try *try)
 
 	for (n = 0, i = 0; i < try->nr_parts; i++)
 		n += try->parts[i]->nr;
-	try->touched = kmalloc_array(n ?: 1, sizeof(*try->touched),
-				     GFP_KERNEL);
-	try->gone = kmalloc_array(n ?: 1, sizeof(*try->gone), GFP_KERNEL);
-	try->ips = kmalloc_array(n ?: 1, sizeof(*try->ips), GFP_KERNEL);
-	if (!try->touched || !try->gone || !try->ips)
+	try->touched = kmalloc_array(n, sizeof(*try->touched), GFP_KERNEL);
+	try->sites = kmalloc_array(n, sizeof(*try->sites), GFP_KERNEL);
+	if (!try->touched || !try->sites)
 		return -ENOMEM;
 	for (i = 0; i < try->nr_parts; i++)
 		for (n = 0; n < try->parts[i]->nr; n++)
@@ -1514,76 +1181,29 @@ static __cold int kpatch_collect(struct kpatch_try *try)
 
 /*
  * Give every entry @try adds a site: the site its function has, or a new
- * one.  An update that makes at most KPATCH_OWN_SITES new sites hooks each
- * alone -- a jmp site where ftrace allows it and kpatch_direct says so,
- * else an ftrace_ops of its own -- so that a call costs no lookup; each
- * costs one ftrace update, and releasing an ftrace_ops waits for RCU-tasks
- * grace periods.  An update that makes more puts them all on kpatch_fops
- * in one ftrace update, and each call of them pays kpatch_site_find().  A
- * function that another ftrace user also hooks, or that ftrace refuses
- * kpatch_fops with the whole batch, gets an ftrace_ops of its own, so
- * that ftrace's error names it.  On failure, name that function and return
- * -EBUSY, -EINVAL or -ENOMEM, or -EAGAIN with try->refused saying why;
- * the caller releases what was made.
+ * one, hooked by an ftrace_ops of its own (an ftrace update each).  Then
+ * the sites of all the entries, each once, in try->sites.  On failure,
+ * the sites made are gone again; name the function and return -EBUSY,
+ * -EINVAL or -ENOMEM, or -EAGAIN with try->refused saying why.
  */
-static __cold int kpatch_sites_add(struct kpatch_try *try)
+static __cold int kpatch_sites_get(struct kpatch_try *try)
 {
 	struct kpatch_entry *e = NULL;
-	unsigned int i, made = 0;
-	bool own, jmp;
+	unsigned int i, n;
 	int ret = 0;
 
-	/*
-	 * An earlier try of this request may have left a site pointer in an
-	 * entry whose site is gone since; kpatch_sites_unmake() reads every
-	 * entry from first_add on, also those this loop does not reach.
-	 */
 	for (i = try->first_add; i < try->nr_touched; i++)
 		try->touched[i]->site = NULL;
 	for (i = try->first_add; i < try->nr_touched && !ret; i++) {
 		e = try->touched[i];
-		e->site = kpatch_site_find(e->ip);
-		/* a site with no entry is one kpatch kept: off with it first */
-		if (e->site && !kpatch_top(e->site) &&
-		    kpatch_site_drop(e->site)) {
-			e->site = NULL;
-			ret = -ENOMEM;
-			break;
-		}
-		e->site = kpatch_site_find(e->ip);
-		if (e->site)
-			continue;
-		if (!kpatch_site_new(e))
-			ret = -ENOMEM;
-		made++;
+		e->site = kpatch_site_find(e->ip) ?: kpatch_site_new(e, &ret);
 	}
-	own = made <= KPATCH_OWN_SITES;
-	/* kpatch_direct read once: one choice for the whole update */
-	jmp = own && KPATCH_JMP && READ_ONCE(kpatch_direct);
-	for (i = try->first_add; i < try->nr_touched && jmp && !ret; i++) {
-		e = try->touched[i];
-		if (e->site->via == KPATCH_VIA_NONE &&
-		    kpatch_site_hook(e->site, true) == -ENOMEM)
-			ret = -ENOMEM;
-	}
-	/*
-	 * All at once; if ftrace refuses that, one at a time, and each it
-	 * refuses then tries an ftrace_ops of its own, which names it.
-	 */
-	if (!own) {
-		ret = ret ?: kpatch_fops_add(try, try->first_add,
-					     try->nr_touched);
-		for (i = try->first_add;
-		     i < try->nr_touched && ret && ret != -ENOMEM; i++)
-			if (kpatch_fops_add(try, i, i + 1) == -ENOMEM)
-				ret = -ENOMEM;
-		if (ret != -ENOMEM)
-			ret = 0;
-	}
-	for (i = try->first_add; i < try->nr_touched && !ret; i++) {
-		e = try->touched[i];
-		if (e->site->via == KPATCH_VIA_NONE)
-			ret = kpatch_site_hook(e->site, false);
+	if (ret) {
+		/* only a site made here has no entry: no site is kept empty */
+		for (i = try->first_add; i < try->nr_touched; i++)
+			if (try->touched[i]->site &&
+			    hlist_empty(&try->touched[i]->site->entries))
+				kpatch_site_free(try->touched[i]->site);
 	}
 	if (ret == -EAGAIN) {
 		/*
@@ -1602,77 +1222,60 @@ static __cold int kpatch_sites_add(struct kpatch_try *try)
 		pr_err("%s '%s' refused: ftrace cannot redirect %pS (%d); is a kprobe or another live patch on it?\n",
 		       try->req->verb, try->req->add->kpmod->name,
 		       (void *)e->old_addr, ret);
-	return ret == -ENOMEM || ret == -EBUSY || !ret ? ret : -EINVAL;
+	if (ret)
+		return ret == -ENOMEM || ret == -EBUSY ? ret : -EINVAL;
+
+	/* by address, a pointer read as the unsigned long it fits in */
+	for (i = 0; i < try->nr_touched; i++)
+		try->sites[i] = try->touched[i]->site;
+	sort(try->sites, try->nr_touched, sizeof(*try->sites),
+	     kpatch_cmp_ulong, NULL);
+	for (i = 0, n = 0; i < try->nr_touched; i++)
+		if (!n || try->sites[i] != try->sites[n - 1])
+			try->sites[n++] = try->sites[i];
+	try->nr_sites = n;
+	return 0;
 }
 
 /*
- * A new site for entry @e, hooking nothing yet: its target is 0, and
- * calls go on unchanged until an update gives it one.  It is in
- * kpatch_sites from the start, where the guard and the handler find it,
- * and it pins the module of its function and kpatch (see struct
- * kpatch_site).
+ * A new site for entry @e, hooked by its ftrace_ops: its target is 0, and
+ * calls go on unchanged until an update gives it one.  It pins the module
+ * of its function and kpatch (see struct kpatch_site).
  */
-static struct kpatch_site *kpatch_site_new(struct kpatch_entry *e)
+static struct kpatch_site *kpatch_site_new(struct kpatch_entry *e, int *err)
 {
 	struct kpatch_site *site;
 
 	lockdep_assert_held(&kpatch_mutex);
 	site = kzalloc(sizeof(*site), GFP_KERNEL);
-	if (!site)
+	if (!site) {
+		*err = -ENOMEM;
 		return NULL;
+	}
 	site->ip = e->ip;
-	site->mod = e->old_mod;
+	site->ops.func = kpatch_ftrace_handler;
+	site->ops.flags = KPATCH_FOPS_FLAGS;
 	INIT_HLIST_HEAD(&site->entries);
+	*err = ftrace_set_filter_ip(&site->ops, site->ip, 0, 0) ?:
+	       register_ftrace_function(&site->ops);
+	if (*err) {
+		/*
+		 * ftrace may have put the ops on its list before it failed
+		 * (another IPMODIFY user or a direct call owns the function)
+		 * and taken it off without waiting for the CPUs in its list
+		 * function, with preemption off: wait for them.
+		 */
+		kpatch_sync_preempt_off();
+		ftrace_free_filter(&site->ops);
+		kfree(site);
+		return NULL;
+	}
+	site->mod = e->old_mod;
 	if (site->mod)
 		__module_get(site->mod);
 	__module_get(THIS_MODULE);
-	hlist_add_head_rcu(&site->node, kpatch_site_chain(site->ip));
-	e->site = site;
+	hash_add(kpatch_sites, &site->node, site->ip);
 	return site;
-}
-
-/*
- * Hook @site with a direct call of the guard (@jmp: a jmp site) or with
- * an ftrace_ops of its own.  On failure it hooks nothing, and its @ops is
- * as new, for another try.
- */
-static int kpatch_site_hook(struct kpatch_site *site, bool jmp)
-{
-	int ret = ftrace_set_filter_ip(&site->ops, site->ip, 0, 0);
-
-	if (ret)
-		goto out;
-	if (jmp) {
-		site->jmp = (unsigned long)kpatch_guard;
-		ret = kpatch_direct_set(&site->ops, site->jmp);
-	} else {
-		site->ops.func = kpatch_ftrace_handler;
-		site->ops.flags = KPATCH_FOPS_FLAGS;
-		ret = register_ftrace_function(&site->ops);
-	}
-	if (ret)
-		kpatch_ftrace_gave_up();
-out:
-	if (ret) {
-		ftrace_free_filter(&site->ops);
-		memset(&site->ops, 0, sizeof(site->ops));
-		site->jmp = 0;
-		return ret;
-	}
-	site->via = jmp ? KPATCH_VIA_DIRECT : KPATCH_VIA_OPS;
-	return 0;
-}
-
-/*
- * A registration with ftrace failed.  It may have failed after ftrace had
- * put the ops on its list (another IPMODIFY user or direct call owns the
- * function, say), and ftrace takes it off again without waiting: a CPU in
- * ftrace's list function, with preemption off, may still be reading the
- * ops and calling its handler.  So wait for those before the ops is freed.
- */
-static __cold void kpatch_ftrace_gave_up(void)
-{
-	kpatch_sync_preempt_off();
 }
 
 /*
@@ -1681,39 +1284,33 @@ static __cold void kpatch_ftrace_gave_up(void)
  * that runs for it now -- the new function of the entry on top of its
  * stack, if any -- and always the old function itself.  The old function
  * is on a stack not only when it runs unpatched: a task preempted inside
- * ftrace's trampoline, the ftrace_ops handler or kpatch's guard has
- * the return address of the old function's fentry call on its stack, and
- * resumes wherever the target it read pointed it.  Each function comes
- * with its pieces (kpatch_add_code()).  Removing an entry that is not on
- * top changes nothing visible and needs no check of its functions; the
- * modules the update stops redirecting into are another matter
- * (kpatch_add_reaches()).  Done before stop_machine(), under kpatch_mutex,
- * so the table cannot change between here and the callback.  On failure
- * nothing is left allocated.
+ * ftrace's trampoline or kpatch's handler has the return address of the
+ * old function's fentry call on its stack, and resumes wherever the target
+ * it read pointed it.  Each function comes with its pieces
+ * (kpatch_add_code()).  Removing an entry that is not on top changes
+ * nothing visible and needs no check of its functions; the modules the
+ * update stops redirecting into are another matter (kpatch_add_whole()).
+ * Done before stop_machine(), under kpatch_mutex, so the table cannot
+ * change between here and the callback.
  */
 static int kpatch_build_ranges(struct kpatch_try *try)
 {
 	struct kpatch_entry *e, *top;
-	struct kpatch_site *site;
 	unsigned int i, n;
 	int ret = 0;
 
-	/* Room for two functions per entry and two modules; more if needed. */
-	try->nr_ranges = 0;
-	try->max_ranges = 4 * try->nr_touched + 4;
+	/* Room for two functions per entry and two pieces; more if needed. */
+	try->max_ranges = 4 * try->nr_touched;
 	try->ranges = kmalloc_array(try->max_ranges, sizeof(*try->ranges),
 				    GFP_KERNEL);
-	try->ways = kmalloc_array(try->nr_touched ?: 1, sizeof(*try->ways),
-				  GFP_KERNEL);
-	try->whole = kmalloc_array(try->nr_touched ?: 1, sizeof(*try->whole),
+	try->whole = kmalloc_array(try->nr_touched, sizeof(*try->whole),
 				   GFP_KERNEL);
-	if (!try->ranges || !try->ways || !try->whole)
-		ret = -ENOMEM;
+	if (!try->ranges || !try->whole)
+		return -ENOMEM;
 
 	for (i = 0; i < try->nr_touched && !ret; i++) {
 		e = try->touched[i];
-		site = kpatch_site_find(e->ip);
-		top = site ? kpatch_top(site) : NULL;
+		top = kpatch_top(e->site);
 		if (i >= try->first_add) {
 			if (top)
 				ret = kpatch_add_code(try, top, false);
@@ -1724,12 +1321,9 @@ static int kpatch_build_ranges(struct kpatch_try *try)
 		}
 		ret = ret ?: kpatch_add_code(try, e, true);
 	}
-	/* only taking entries out can take the ways into a module away */
-	ret = ret ?: try->first_add ? kpatch_add_reaches(try) : 0;
-	if (ret) {
-		kpatch_free_ranges(try);
+	ret = ret ?: kpatch_add_whole(try);
+	if (ret)
 		return ret;
-	}
 
 	/* Sort and merge, so that one binary search answers each address. */
 	sort(try->ranges, try->nr_ranges, sizeof(*try->ranges),
@@ -1752,11 +1346,9 @@ static __cold int kpatch_add_code(struct kpatch_try *try,
 {
 	unsigned long fn = old ? e->old_addr : e->new_addr;
 	unsigned int first = try->nr_ranges;
-	int ret;
 
-	ret = kpatch_add_range(try, fn, old ? e->old_size : e->new_size);
-	return ret ?: kpatch_add_pieces(try, first,
-					old ? e->old_mod : e->new_mod, fn);
+	return kpatch_add_range(try, fn, old ? e->old_size : e->new_size) ?:
+	       kpatch_add_pieces(try, first, old ? e->old_mod : e->new_mod, fn);
 }
 
 static int kpatch_add_range(struct kpatch_try *try, unsigned long start,
@@ -1764,8 +1356,6 @@ static int kpatch_add_range(struct kpatch_try *try, unsigned long start,
 {
 	struct kpatch_range *r;
 
-	if (!size)
-		return 0;
 	if (try->nr_ranges == try->max_ranges) {
 		r = krealloc_array(try->ranges, 2 * try->max_ranges, sizeof(*r),
 				   GFP_KERNEL);
@@ -1780,6 +1370,13 @@ static int kpatch_add_range(struct kpatch_try *try, unsigned long start,
 	return 0;
 }
 
+static int kpatch_cmp_range(const void *a, const void *b)
+{
+	const struct kpatch_range *ra = a, *rb = b;
+
+	return ra->start < rb->start ? -1 : ra->start > rb->start;
+}
+
 /* ------------------------------------------------------------------------
  * Layer: a function's pieces
  *
@@ -1788,559 +1385,145 @@ static int kpatch_add_range(struct kpatch_try *try, unsigned long start,
  * by kallsyms as a function of its own.  f jumps to such a piece, and a
  * .cold piece jumps back into f: a task asleep in a call made from a piece
  * has no return address in f, yet runs f's code when it wakes.  So to the
- * stack check the pieces are f: every symbol named like one ("f.cold",
- * "f.part.N", "f.part.N.cold", ...) that a jump of f or of its pieces leads
- * into, at any offset.  A jump to anything else is a tail call, whose
- * target is not f.  The next layer reads code the same way.
+ * stack check the pieces are f: every symbol of the same text named like
+ * one ("f.cold", "f.part.N", "f.part.N.cold", ...) that a jump of f or of
+ * its pieces may lead into.  A jump to anything else is a tail call, whose
+ * target is not f.
  * Without it: the stack check looks at [f, f + size) only, and a task
  * asleep under f.cold would let an update take f away under it.
- * Price: about 640 lines and 3.6 KiB of code; nothing per call; per update a
- * read of each changed function, byte by byte where it cannot be decoded.
+ * Price: about 110 lines; nothing per call; per update a scan of each
+ * changed function, a page-table lookup per possible jump that leaves it,
+ * and a kallsyms lookup per symbol such a jump lands in.
+ *
+ * The scan does not decode: at every byte offset, each jmp or jcc opcode
+ * (EB, 70-7F, E0-E3, E9, 0F 80-8F) is taken as a jump, and so is an INT3 read as
+ * each of them -- a kprobe's INT3 hides the first byte of the instruction
+ * it probes, and code being rewritten shows one too.  A false jump can only
+ * add a genuine piece of f: the scan errs on the side of refusing, and no
+ * notion of "in step" is needed, so no INT3 can put it out of step.  An
+ * optimized kprobe copies out no jump (x86 boosts none), and its own jmp
+ * leads out of the text.  A module's static branches and exception fixups
+ * are followed through its tables; vmlinux's are not exported, so a static
+ * branch of vmlinux that is a NOP now leads nowhere the scan sees
+ * (Documentation.txt, "Limitations").
  */
 
-/*
- * Where a return jumps to where the kernel returns through a thunk (see
- * kpatch_init()), or 0.  Not a place a task can stay in: following a jump
- * there leads nowhere.
- */
-static unsigned long kpatch_return_thunk;
+/* Symbols a jump led into that are no piece, remembered to spare lookups. */
+#define KPATCH_NOT_PIECES	8
 
-/*
- * One reading: the code to read, in the update's ranges from @first on,
- * which grow as jumps lead further.  Jumps are followed only within the
- * text of @mod, or of vmlinux if it is NULL; with @fn set only into pieces
- * of the function at @fn (see kpatch_add_code()), else into any function
- * there (see kpatch_add_reach()).  @lost says that a jump could not be
- * followed: an indirect one, one that leaves @mod and is no return, or
- * code that could not be decoded.  @pad holds the runs of INT3 where
- * padding may be until kpatch_pads_follow() decides whether to follow
- * them: not if nothing can lead there (see kpatch_pad()); the first run
- * of a range has @starts, where an instruction read starts, from that run
- * to the range's end; @land the targets of the reading's jumps inside its
- * ranges, by address; @pads_all: the runs are followed, those found from
- * now on at once.
- */
-#define KPATCH_PADS	16
-#define KPATCH_LANDS	32
-
-struct kpatch_reading {
+struct kpatch_scan {
 	struct kpatch_try *try;
-	unsigned int first;
-	struct module *mod;
-	unsigned long fn;
-	char *name;		/* @fn's name, looked up when first needed */
-	size_t nlen;
-	char *sym;		/* room for kpatch_symbol() */
-	bool lost;
-	bool pads_all;
-	unsigned int npad, nland;
-	struct {
-		unsigned long start, n, end;	/* n INT3s; its range's end */
-		unsigned long *starts;		/* bit i: start + i */
-	} pad[KPATCH_PADS];
-	unsigned long land[KPATCH_LANDS];
+	unsigned int first;		/* the range of f; its pieces after */
+	struct module *mod;		/* f's, or NULL: vmlinux */
+	size_t nlen;			/* of f's name, in @name */
+	unsigned int next;
+	struct kpatch_range not[KPATCH_NOT_PIECES];
+	char name[KSYM_SYMBOL_LEN], sym[KSYM_SYMBOL_LEN];
 };
 
-enum kpatch_insn {
-	KPATCH_INSN_SHORT,	/* not decoded: it would end past @avail */
-	KPATCH_INSN_OTHER,
-	KPATCH_INSN_JUMP,	/* jmp to an address given in the code */
-	KPATCH_INSN_JCC,	/* jcc to an address given in the code */
-	KPATCH_INSN_INDIRECT,	/* jmp through a register or memory */
-	KPATCH_INSN_RET,
-};
-
-static int kpatch_read(struct kpatch_reading *rd);
-static void kpatch_read_done(struct kpatch_reading *rd);
-static void kpatch_read_done_pads(struct kpatch_reading *rd);
-static int kpatch_read_range(struct kpatch_reading *rd, unsigned int r);
-static int kpatch_read_code(struct kpatch_reading *rd, unsigned long start,
-			    unsigned long end, bool bytewise);
-static unsigned int kpatch_decode(const u8 *p, unsigned long avail,
-				  unsigned long addr, enum kpatch_insn *kind,
-				  unsigned long *target);
-static bool kpatch_pad(struct kpatch_reading *rd, unsigned long addr,
-		       unsigned long end);
-static int kpatch_follow(struct kpatch_reading *rd, unsigned long target);
-static void kpatch_land(struct kpatch_reading *rd, unsigned long target);
-static int kpatch_follow_tables(struct kpatch_reading *rd, struct module *mod,
-				unsigned long start, unsigned long end);
-static int kpatch_pads_follow(struct kpatch_reading *rd);
-static bool kpatch_pads_landed(const struct kpatch_reading *rd);
-static int kpatch_follow_int3(struct kpatch_reading *rd, const u8 *p,
-			      unsigned long avail, unsigned long addr,
-			      bool padding);
-static bool kpatch_kprobed(unsigned long addr);
+static int kpatch_scan_range(struct kpatch_scan *sc, unsigned long start,
+			     unsigned long end);
+static int kpatch_scan_target(struct kpatch_scan *sc, unsigned long target);
+static int kpatch_scan_tables(struct kpatch_scan *sc, unsigned long start,
+			      unsigned long end);
 
 /*
  * Add to @try's ranges the pieces of the function at @fn, in @mod (NULL:
- * vmlinux), whose own range, if any, is range @first.
+ * vmlinux), whose own range is range @first, and scan each piece in turn.
+ * The code is pinned (vmlinux, or a module that a pin of the patch holds),
+ * so it can be read; it may be changing meanwhile (ftrace, static keys,
+ * kprobes), and whatever it reads as, each range added is a whole symbol.
  */
 static __cold int kpatch_add_pieces(struct kpatch_try *try, unsigned int first,
 				    struct module *mod, unsigned long fn)
 {
-	struct kpatch_reading rd = {
-		.try = try,
-		.first = first,
-		.mod = mod,
-		.fn = fn,
-	};
-	int ret = kpatch_read(&rd);
+	struct kpatch_scan *sc = kzalloc(sizeof(*sc), GFP_KERNEL);
+	unsigned int r;
+	int ret = 0;
 
-	kpatch_read_done(&rd);
+	if (!sc)
+		return -ENOMEM;
+	sc->try = try;
+	sc->first = first;
+	sc->mod = mod;
+	sprint_symbol_no_offset(sc->name, fn);
+	sc->nlen = strcspn(sc->name, " ");
+	for (r = first; r < try->nr_ranges && !ret; r++)
+		ret = kpatch_scan_range(sc, try->ranges[r].start,
+					try->ranges[r].end);
+	kfree(sc);
 	return ret;
 }
 
-/*
- * Read the ranges of @rd to the end, adding what their jumps lead to.  The
- * code is pinned (vmlinux, or a module that a pin or the patch being
- * prepared holds), so it can be read.  It may be changing meanwhile
- * (ftrace, static keys, kprobes); whatever it reads as, each range added
- * is a whole symbol.  An instruction that would end past the symbol ends
- * its code: kallsyms counts the padding up to the next symbol into a
- * symbol's size.  Other code that cannot be decoded is read on byte by
- * byte, each byte taken as the start of a jump, so that no jump is
- * missed: a false one leads into a function that is no piece, or makes
- * the reading lost, as does an INT3 (kpatch_follow_int3()).  An INT3
- * where padding may be waits until the reading knows whether a jump
- * lands there (kpatch_pads_follow()).  A module's own tables are read
- * too (kpatch_follow_tables()); vmlinux's are not exported, and a static
- * branch of vmlinux leads only where it leads now (see Documentation.txt).
- * Without @fn, reading stops once it is lost: the whole module is checked
- * then.
- */
-static int kpatch_read(struct kpatch_reading *rd)
+/* Scan [@start, @end) for jumps, and the module's tables there. */
+static int kpatch_scan_range(struct kpatch_scan *sc, unsigned long start,
+			     unsigned long end)
 {
-	unsigned int r = rd->first;
-	int ret;
-
-	do {
-		for (; r < rd->try->nr_ranges; r++) {
-			ret = kpatch_read_range(rd, r);
-			if (ret || (rd->lost && !rd->fn))
-				return ret;
-		}
-		/* following a run may add ranges: read them too */
-		ret = kpatch_pads_follow(rd);
-		if (ret || (rd->lost && !rd->fn))
-			return ret;
-	} while (r < rd->try->nr_ranges);
-	return 0;
-}
-
-/* Read range @r of @rd's try (see kpatch_read()). */
-static int kpatch_read_range(struct kpatch_reading *rd, unsigned int r)
-{
-	unsigned long start = rd->try->ranges[r].start;
-	unsigned long end = rd->try->ranges[r].end;
-
-	return kpatch_read_code(rd, start, end, false) ?:
-	       kpatch_follow_tables(rd, rd->mod, start, end);
-}
-
-/*
- * Read [@start, @end) of a range, from an instruction's start, or with
- * @bytewise each byte taken as one.
- */
-static int kpatch_read_code(struct kpatch_reading *rd, unsigned long start,
-			    unsigned long end, bool bytewise)
-{
-	unsigned long target, i, avail, *starts = NULL, base = 0;
-	bool padding = false;
-	enum kpatch_insn kind;
-	unsigned int len;
-	u8 p[16];
+	unsigned long a, n;
 	int ret = 0;
+	s32 rel;
+	u8 p[6];
 
-	for (i = 0; start + i < end; i += bytewise ? 1 : len) {
-		if (starts)
-			__set_bit(start + i - base, starts);
-		/*
-		 * Each byte read once: a kprobe armed or taken off meanwhile
-		 * must not show the decoder and the INT3 test two different
-		 * instructions.
-		 */
-		avail = min(end - start - i, sizeof(p));
-		memcpy(p, (const u8 *)start + i, avail);
-		len = kpatch_decode(p, avail, start + i, &kind, &target);
-		if (!len && kind == KPATCH_INSN_SHORT && !bytewise)
-			break;
-		if (*p == INT3_INSN_OPCODE) {
-			/* byte by byte, any INT3 may hide a jump */
-			padding &= !bytewise;
-			if (!padding || !kpatch_pad(rd, start + i, end)) {
-				ret = kpatch_follow_int3(rd, p, avail,
-							 start + i, padding);
-				/*
-				 * A probe's INT3 puts what follows out of
-				 * step.  The ways into a module ask kprobes
-				 * and stop at a probe instead.
-				 */
-				bytewise |= !padding || rd->fn;
-			} else if (!starts && rd->pad[rd->npad - 1].starts) {
-				starts = rd->pad[rd->npad - 1].starts;
-				base = rd->pad[rd->npad - 1].start;
-			}
-		} else {
-			if (!len || kind == KPATCH_INSN_INDIRECT)
-				rd->lost = true;
-			bytewise |= !len;
-			if (len && (kind == KPATCH_INSN_JUMP ||
-				    kind == KPATCH_INSN_JCC)) {
-				if (target < start || target >= end)
-					ret = kpatch_follow(rd, target);
-				else
-					kpatch_land(rd, target);
-			}
+	for (a = start; a < end && !ret; a++) {
+		/* each byte read once: what a kprobe changes meanwhile too */
+		n = min(end - a, sizeof(p));
+		memcpy(p, (const u8 *)a, n);
+		if (n >= 2 && (p[0] == 0xeb || (p[0] & 0xf0) == 0x70 ||
+			       (p[0] & 0xfc) == 0xe0 || p[0] == INT3_INSN_OPCODE))
+			ret = kpatch_scan_target(sc, a + 2 + (s8)p[1]);
+		if (n >= 5 && !ret && (p[0] == JMP32_INSN_OPCODE ||
+				       p[0] == INT3_INSN_OPCODE)) {
+			memcpy(&rel, p + 1, sizeof(rel));
+			ret = kpatch_scan_target(sc, a + 5 + rel);
 		}
-		if (ret || (rd->lost && !rd->fn))
-			return ret;
-		/* after a ret or a jmp, INT3 is padding (SLS) */
-		padding = kind == KPATCH_INSN_RET ||
-			  kind == KPATCH_INSN_JUMP ||
-			  kind == KPATCH_INSN_INDIRECT ||
-			  (padding && *p == INT3_INSN_OPCODE);
-	}
-	return 0;
-}
-
-/*
- * Two questions need a function's code, not only its address: which
- * pieces it has, and where a redirect into a module can lead a task (this
- * layer and the next).  Both follow the jumps that leave the code
- * read so far; only jumps, since a call leaves a return address in the
- * caller, which the stack check sees anyway.
- *
- * Code is read instruction by instruction, by length, with the one- and
- * two-byte opcode maps of the x86 manuals reduced to what decides an
- * instruction's length, one letter per opcode:
- *
- *   .  nothing follows          p  a prefix     R  a REX prefix
- *   m  a ModRM byte             B  ModRM, imm8  Z  ModRM, imm16/32
- *   b  an imm8                  w  an imm16     z  an imm16/32
- *   e  imm16, imm8 (enter)      v  imm16/32/64 (mov reg, imm)
- *   o  a 64-bit address (mov to or from an absolute address)
- *   f  group 3 of bytes: ModRM, an imm8 for test; F: ModRM, imm16/32
- *   j  a jcc, rel8  k  a jmp, rel8  J  a jmp, rel32  K  a jcc, rel32
- *   c  a call, rel32
- *   I  group 5: ModRM; indirect calls and jumps    r  ret
- *   0  escape to the two-byte map;  3 and 4: to the three-byte maps
- *      0f 38 (ModRM) and 0f 3a (ModRM, imm8)
- *   V  a VEX prefix: its map is one of those three
- *   x  what kernel C code has not here (EVEX, opcodes invalid in 64-bit
- *      mode): the code is not decoded further
- *
- * selftests/harness/lint.sh checks this decoder against objdump on every
- * function of the debug kernel's vmlinux and of the test modules.
- */
-static const char kpatch_op1[16][17] = {
-	"mmmmbzxxmmmmbzx0", "mmmmbzxxmmmmbzxx",	/* 00, 10 */
-	"mmmmbzpxmmmmbzpx", "mmmmbzpxmmmmbzpx",	/* 20, 30 */
-	"RRRRRRRRRRRRRRRR", "................",	/* 40, 50 */
-	"xxxmppppzZbB....", "jjjjjjjjjjjjjjjj",	/* 60, 70 */
-	"BZxBmmmmmmmmmmmm", "..........x.....",	/* 80, 90 */
-	"oooo....bz......", "bbbbbbbbvvvvvvvv",	/* a0, b0 */
-	"BBwrVVBZe.w..bx.", "mmmmxxx.mmmmmmmm",	/* c0, d0 */
-	"jjjjbbbbcJxk....", "p.pp..fF......mI",	/* e0, f0 */
-};
-
-static const char kpatch_op2[16][17] = {
-	"mmmmx.....x.xm.x", "mmmmmmmmmmmmmmmm",	/* 00, 10 */
-	"mmmmxxxxmmmmmmmm", "......x.3x4xxxxx",	/* 20, 30 */
-	"mmmmmmmmmmmmmmmm", "mmmmmmmmmmmmmmmm",	/* 40, 50 */
-	"mmmmmmmmmmmmmmmm", "BBBBmmm.mmxxmmmm",	/* 60, 70 */
-	"KKKKKKKKKKKKKKKK", "mmmmmmmmmmmmmmmm",	/* 80, 90 */
-	"...mBmmm...mBmmm", "mmmmmmmmmmBmmmmm",	/* a0, b0 */
-	"mmBmBBBm........", "mmmmmmmmmmmmmmmm",	/* c0, d0 */
-	"mmmmmmmmmmmmmmmm", "mmmmmmmmmmmmmmmm",	/* e0, f0 */
-};
-
-static char kpatch_opcode(const u8 *p, unsigned int n, unsigned int *i,
-			  unsigned int *pfx);
-static unsigned int kpatch_modrm_end(const u8 *p, unsigned int i,
-				     unsigned int n);
-
-/* The prefixes kpatch_decode() needs to know of. */
-#define KPATCH_OPSIZE	1	/* 66: 16-bit operands */
-#define KPATCH_ADDR32	2	/* 67: 32-bit addresses */
-#define KPATCH_REXW	4	/* REX.W: 64-bit operands */
-
-/*
- * The instruction at @p, which is at @addr and has @avail bytes after it
- * that may be read: its length, or 0 if it cannot be decoded (with
- * KPATCH_INSN_SHORT if it would need more bytes than @avail); what it is
- * in *@kind, and for a jump its target in *@target.
- */
-static unsigned int kpatch_decode(const u8 *p, unsigned long avail,
-				  unsigned long addr, enum kpatch_insn *kind,
-				  unsigned long *target)
-{
-	unsigned int i, imm = 0, n = min(avail, 15UL), pfx = 0;
-	bool imm16 = false;
-	s32 rel32;
-	u8 reg;
-	char c;
-
-	*kind = KPATCH_INSN_OTHER;
-	c = kpatch_opcode(p, n, &i, &pfx);
-	if (!c)
-		goto truncated;
-	imm16 = (pfx & (KPATCH_OPSIZE | KPATCH_REXW)) == KPATCH_OPSIZE;
-	i++;				/* the opcode */
-	switch (c) {
-	case 'x':
-		return 0;
-	case '.':
-		break;
-	case 'r':
-		*kind = KPATCH_INSN_RET;
-		break;
-	case 'j':
-	case 'k':
-	case 'J':
-	case 'K':
-		*kind = c == 'k' || c == 'J' ? KPATCH_INSN_JUMP : KPATCH_INSN_JCC;
-		imm = islower(c) ? 1 : 4;
-		break;
-	case 'b':			/* imm8, imm16, imm16 + imm8, rel32 */
-	case 'w':
-	case 'e':
-	case 'c':
-		imm = strchr("bwec", c) - "bwec" + 1;
-		break;
-	case 'z':
-		imm = imm16 ? 2 : 4;
-		break;
-	case 'v':
-		imm = pfx & KPATCH_REXW ? 8 : imm16 ? 2 : 4;
-		break;
-	case 'o':
-		imm = pfx & KPATCH_ADDR32 ? 4 : 8;
-		break;
-	default:			/* m B Z f F I: a ModRM byte first */
-		if (i >= n)
-			goto truncated;
-		reg = (p[i] >> 3) & 7;
-		i = kpatch_modrm_end(p, i, n);
-		if (!i)
-			goto truncated;
-		if (c == 'B' || (c == 'f' && reg < 2))
-			imm = 1;
-		else if (c == 'Z' || (c == 'F' && reg < 2))
-			imm = imm16 ? 2 : 4;
-		else if (c == 'I' && (reg == 4 || reg == 5))
-			*kind = KPATCH_INSN_INDIRECT;
-	}
-	i += imm;
-	if (i > n)
-		goto truncated;
-	if (*kind == KPATCH_INSN_JUMP || *kind == KPATCH_INSN_JCC) {
-		if (imm == 1) {
-			*target = addr + i + (s8)p[i - 1];
-		} else {
-			memcpy(&rel32, p + i - 4, sizeof(rel32));
-			*target = addr + i + rel32;
+		if (n >= 6 && !ret && (p[0] == 0x0f || p[0] == INT3_INSN_OPCODE) &&
+		    (p[1] & 0xf0) == 0x80) {
+			memcpy(&rel, p + 2, sizeof(rel));
+			ret = kpatch_scan_target(sc, a + 6 + rel);
 		}
 	}
-	return i;
-truncated:
-	if (avail < 15)		/* else it is too long */
-		*kind = KPATCH_INSN_SHORT;
-	return 0;
+	return ret ?: kpatch_scan_tables(sc, start, end);
 }
 
 /*
- * The letter of the opcode of the instruction at @p (see the maps above),
- * after its prefixes, which it adds to *@pfx: the opcode byte is p[*@i].
- * 0 if the opcode would be past p[@n - 1].
+ * A jump of f or of its pieces may lead to @target: if that is in a piece
+ * of f not yet found, add it.
  */
-static char kpatch_opcode(const u8 *p, unsigned int n, unsigned int *i,
-			  unsigned int *pfx)
+static int kpatch_scan_target(struct kpatch_scan *sc, unsigned long target)
 {
-	u8 map;
-	char c;
-
-	for (*i = 0; *i < n; ++*i) {
-		c = kpatch_op1[p[*i] >> 4][p[*i] & 15];
-		if (c == 'R') {
-			*pfx = (*pfx & ~KPATCH_REXW) | (p[*i] & 8 ? KPATCH_REXW : 0);
-		} else if (c == 'p') {
-			*pfx &= ~KPATCH_REXW;	/* a REX prefix counts only last */
-			*pfx |= (p[*i] == 0x66 ? KPATCH_OPSIZE : 0) |
-				(p[*i] == 0x67 ? KPATCH_ADDR32 : 0);
-		} else {
-			break;
-		}
-	}
-	if (*i >= n)
-		return 0;
-	if (c == 'V') {			/* c5 RvvvvLpp, c4 RXBmmmmm WvvvvLpp */
-		if (*i + 3 >= n)
-			return 0;
-		map = p[*i] == 0xc5 ? 1 : p[*i + 1] & 0x1f;
-		*i += p[*i] == 0xc5 ? 2 : 3;
-		c = map == 1 ? kpatch_op2[p[*i] >> 4][p[*i] & 15] :
-		    map == 2 ? 'm' : map == 3 ? 'B' : 'x';
-		return c == '.' || c == 'm' || c == 'B' ? c : 'x';
-	}
-	if (c != '0')
-		return c;
-	if (++*i >= n)
-		return 0;
-	c = kpatch_op2[p[*i] >> 4][p[*i] & 15];
-	if (c == '3' || c == '4') {	/* 0f 38: ModRM; 0f 3a: ModRM, imm8 */
-		++*i;
-		return c == '3' ? 'm' : 'B';
-	}
-	return c;
-}
-
-/*
- * Where the operand that starts with the ModRM byte p[@i] ends: after its
- * SIB byte and displacement, if any.  0 if that is past p[@n - 1].
- */
-static unsigned int kpatch_modrm_end(const u8 *p, unsigned int i,
-				     unsigned int n)
-{
-	u8 modrm = p[i++];
-
-	if (modrm >= 0xc0)		/* a register operand */
-		return i;
-	if ((modrm & 7) == 4) {		/* a SIB byte */
-		if (i >= n)
-			return 0;
-		if (modrm < 0x40 && (p[i] & 7) == 5)
-			i += 4;
-		i++;
-	} else if (modrm < 0x40 && (modrm & 7) == 5) {
-		i += 4;			/* %rip-relative */
-	}
-	return i + (modrm >= 0x80 ? 4 : modrm >= 0x40 ? 1 : 0);
-}
-
-/*
- * INT3s where padding may be: after a ret, a jmp or another such INT3,
- * which the code before never runs on into.  Padding (of straight-line
- * speculation, of a return the kernel rewrote, between functions), or a
- * kprobe on the first instruction of a block -- which runs only if
- * something leads there: a jump landing on it, or on a probed
- * instruction before it in the same run that runs on into it, or code
- * the reading cannot see.  So the runs wait until the reading is done;
- * if then no jump of it landed in a run (@land), none left for code
- * it cannot know (@lost: an indirect jump, undecodable code, an
- * optimized kprobe's jmp out, a jump out of the module or of vmlinux,
- * a static call's tail), and the code is a module's, whose exception
- * table the reading has read (vmlinux's is not exported), nothing leads
- * into a run: whatever it hides never runs, and it is not followed.
- * Else every run is followed (kpatch_pads_follow()).  A probe's INT3 in
- * a run also puts the instructions read after it out of step, and a jump
- * among them can be lost, one that leads into the run included -- but
- * only if code there runs, which a jump of the reading must lead to.
- * Where it lands the code read is in step again, unless it lands inside
- * an instruction read: so that counts as landing in a run (@starts).
- * This spares the padding of nearly every function what following costs:
- * a kallsyms lookup for each false target (a module's kallsyms reads all
- * its symbols), or for the ways into a module a kprobes question.
- *
- * kpatch_pad() records the INT3 at @addr in its run (its range ends at
- * @end); false if the runs are followed already, or there is no room:
- * follow it now.
- */
-static bool kpatch_pad(struct kpatch_reading *rd, unsigned long addr,
-		       unsigned long end)
-{
-	unsigned int n = rd->npad;
-
-	if (rd->pads_all)
-		return false;
-	if (n && rd->pad[n - 1].end == end &&
-	    rd->pad[n - 1].start + rd->pad[n - 1].n == addr) {
-		rd->pad[n - 1].n++;
-		return true;
-	}
-	if (n == KPATCH_PADS) {
-		rd->pads_all = true;
-		return false;
-	}
-	rd->pad[n].starts = NULL;
-	if (rd->mod && (!n || rd->pad[n - 1].end != end)) {
-		/* a range's first run: where instructions start from here */
-		rd->pad[n].starts = bitmap_zalloc(end - addr, GFP_KERNEL);
-		if (!rd->pad[n].starts) {
-			rd->pads_all = true;
-			return false;
-		}
-	}
-	rd->pad[n].start = addr;
-	rd->pad[n].n = 1;
-	rd->pad[n].end = end;
-	rd->npad++;
-	return true;
-}
-
-/* Follow a jump of @rd to @target. */
-static int kpatch_follow(struct kpatch_reading *rd, unsigned long target)
-{
-	struct kpatch_try *try = rd->try;
+	struct kpatch_try *try = sc->try;
 	unsigned long start, size;
 	unsigned int i;
-	bool home;
 	char *mod;
 
-	for (i = rd->first; i < try->nr_ranges; i++)
-		if (target >= try->ranges[i].start &&
-		    target < try->ranges[i].end) {
-			kpatch_land(rd, target);
-			return 0;	/* read, or to be read */
-		}
-	if (target == kpatch_return_thunk)
-		return 0;
-	home = rd->mod ? kpatch_module_text(rd->mod, target) :
-			 kpatch_kernel_text(target);
-	if (!rd->sym) {
-		rd->sym = kmalloc(2 * KSYM_SYMBOL_LEN, GFP_KERNEL);
-		if (!rd->sym)
-			return -ENOMEM;
-	}
-	if (!home || !kpatch_symbol(target, rd->sym, &start, &size, &mod) ||
-	    !mod != !rd->mod) {
-		rd->lost = true;
-		return 0;
-	}
-	if (rd->fn) {
-		if (!rd->name) {
-			rd->name = rd->sym + KSYM_SYMBOL_LEN;
-			sprint_symbol_no_offset(rd->name, rd->fn);
-			rd->nlen = strcspn(rd->name, " ");
-		}
-		if (strncmp(rd->sym, rd->name, rd->nlen) ||
-		    (!str_has_prefix(rd->sym + rd->nlen, ".cold") &&
-		     !str_has_prefix(rd->sym + rd->nlen, ".part.")))
-			return 0;	/* a tail call: the function ends */
-	}
-	if (kpatch_add_range(try, start, size))
-		return -ENOMEM;
-	kpatch_land(rd, target);
+	for (i = sc->first; i < try->nr_ranges; i++)
+		if (target - try->ranges[i].start <
+		    try->ranges[i].end - try->ranges[i].start)
+			return 0;	/* f, or a piece scanned or to scan */
+	for (i = 0; i < KPATCH_NOT_PIECES; i++)
+		if (target - sc->not[i].start < sc->not[i].end - sc->not[i].start)
+			return 0;
+	if (!(sc->mod ? kpatch_module_text(sc->mod, target) :
+			kpatch_kernel_text(target)) ||
+	    !kpatch_symbol(target, sc->sym, &start, &size, &mod) ||
+	    !mod != !sc->mod)
+		return 0;	/* out of f's text: no piece */
+	if (!strncmp(sc->sym, sc->name, sc->nlen) &&
+	    (str_has_prefix(sc->sym + sc->nlen, ".cold") ||
+	     str_has_prefix(sc->sym + sc->nlen, ".part.")))
+		return kpatch_add_range(try, start, size);
+	sc->not[sc->next].start = start;
+	sc->not[sc->next].end = start + size;
+	sc->next = (sc->next + 1) % KPATCH_NOT_PIECES;
 	return 0;
 }
 
-/*
- * A jump of the reading lands at @target, inside a range.  Kept by
- * address, not by what is there now: a kprobe armed or taken off while
- * the reading goes on must not hide that it lands in a run.
- */
-static void kpatch_land(struct kpatch_reading *rd, unsigned long target)
-{
-	if (rd->nland < KPATCH_LANDS)
-		rd->land[rd->nland++] = target;
-	else
-		rd->pads_all = true;
-}
-
-static int kpatch_follow_tables(struct kpatch_reading *rd, struct module *mod,
-				unsigned long start, unsigned long end)
+/* The targets of @sc's module's static branches and fixups in [@start, @end). */
+static int kpatch_scan_tables(struct kpatch_scan *sc, unsigned long start,
+			      unsigned long end)
 {
 	const struct exception_table_entry *x;
+	struct module *mod = sc->mod;
 	unsigned long addr;
 	unsigned int i;
 	int ret = 0;
@@ -2349,251 +1532,43 @@ static int kpatch_follow_tables(struct kpatch_reading *rd, struct module *mod,
 		return 0;
 #ifdef CONFIG_JUMP_LABEL
 	for (i = 0; i < mod->num_jump_entries && !ret; i++) {
-		struct jump_entry *e = &mod->jump_entries[i];
+		struct jump_entry *j = &mod->jump_entries[i];
 
-		if (jump_entry_code(e) >= start && jump_entry_code(e) < end)
-			ret = kpatch_follow(rd, jump_entry_target(e));
-	}
-#endif
-#ifdef CONFIG_HAVE_STATIC_CALL_INLINE
-	for (i = 0; i < mod->num_static_call_sites; i++) {
-		struct static_call_site *site = &mod->static_call_sites[i];
-
-		addr = (unsigned long)&site->addr + site->addr;
-		if (addr >= start && addr < end &&
-		    (((unsigned long)&site->key + site->key) &
-		     STATIC_CALL_SITE_TAIL))
-			rd->lost = true;
+		if (jump_entry_code(j) - start < end - start)
+			ret = kpatch_scan_target(sc, jump_entry_target(j));
 	}
 #endif
 	for (i = 0; i < mod->num_exentries && !ret; i++) {
 		x = &mod->extable[i];
 		addr = (unsigned long)&x->insn + x->insn;
-		if (addr >= start && addr < end)
-			ret = kpatch_follow(rd, (unsigned long)&x->fixup +
-						x->fixup);
+		if (addr - start < end - start)
+			ret = kpatch_scan_target(sc, (unsigned long)&x->fixup +
+						     x->fixup);
 	}
 	return ret;
 }
-
-/*
- * Once the ranges are read: follow every run recorded (see kpatch_pad()),
- * unless nothing can lead into one.  For a function's pieces, where the
- * INT3 is not asked about, the code from the first run of a range to its
- * end is read again byte by byte: after a kprobe's INT3 the instructions
- * decoded were out of step, and may have swallowed a jump.  Following
- * may add ranges, which the caller reads, following their runs at once.
- * The ways into a module cannot read byte by byte (a false indirect jump
- * would lose every reading): a jump that leads into a run loses it, and
- * runs followed for another reason are asked of kprobes.
- */
-static int kpatch_pads_follow(struct kpatch_reading *rd)
-{
-	unsigned long addr, end;
-	unsigned int i;
-	int ret = 0;
-
-	if (rd->mod && !rd->lost && !rd->pads_all) {
-		if (!kpatch_pads_landed(rd))
-			return 0;
-		/*
-		 * The ways into a module: code there runs, and what was read
-		 * after it may be out of step, whatever the INT3 is -- also
-		 * one that kprobes does not know (a debugger's).
-		 */
-		if (!rd->fn) {
-			rd->lost = true;
-			return 0;
-		}
-	}
-	rd->pads_all = true;
-	for (i = 0; i < rd->npad && !ret; i++) {
-		if (rd->fn) {
-			/* runs of one range come in order: the first reads all */
-			if (!i || rd->pad[i - 1].end != rd->pad[i].end)
-				ret = kpatch_read_code(rd, rd->pad[i].start,
-						       rd->pad[i].end, true);
-			continue;
-		}
-		/* the ways into a module: a probe can hide anything */
-		end = rd->pad[i].start + rd->pad[i].n;
-		for (addr = rd->pad[i].start; addr < end && !rd->lost; addr++)
-			rd->lost = kpatch_kprobed(addr);
-	}
-	kpatch_read_done_pads(rd);
-	return ret;
-}
-
-/*
- * Does a jump of the reading land in a run, or after a range's first run
- * where no instruction read starts (inside one: the read went out of step
- * before it)?
- */
-static bool kpatch_pads_landed(const struct kpatch_reading *rd)
-{
-	unsigned long off;
-	unsigned int i, k;
-
-	for (i = 0; i < rd->npad; i++)
-		for (k = 0; k < rd->nland; k++) {
-			if (rd->land[k] < rd->pad[i].start)
-				continue;
-			off = rd->land[k] - rd->pad[i].start;
-			if (off < rd->pad[i].n ||
-			    (rd->pad[i].starts && rd->land[k] < rd->pad[i].end &&
-			     !test_bit(off, rd->pad[i].starts)))
-				return true;
-		}
-	return false;
-}
-
-/* Forget the runs recorded (see kpatch_pad()). */
-static void kpatch_read_done_pads(struct kpatch_reading *rd)
-{
-	unsigned int i;
-
-	for (i = 0; i < rd->npad; i++)
-		bitmap_free(rd->pad[i].starts);
-	rd->npad = 0;
-}
-
-/* Free what a reading allocated. */
-static void kpatch_read_done(struct kpatch_reading *rd)
-{
-	kpatch_read_done_pads(rd);
-	kfree(rd->sym);
-}
-
-/*
- * An INT3 where an instruction starts: a kprobe (which keeps one on a jmp
- * or jcc it cannot optimize, and emulates the jump), code being rewritten,
- * or, after a ret or a jmp (@padding), the padding of straight-line
- * speculation or of a return the kernel rewrote -- which a kprobe on an
- * instruction that starts the next block looks exactly like.
- *
- * For a function's pieces, whatever jump it may hide is followed, as a
- * 1-byte opcode with a rel8 or a rel32 after it, or a jcc's 0f under the
- * INT3: a false target leads into no piece.  After one that is no padding
- * the code is read byte by byte (the caller).  For the ways into a module,
- * the instruction under an INT3 is unknown, so @rd is lost -- unless it
- * stands where padding may, and kprobes says it has no probe there.
- */
-static int kpatch_follow_int3(struct kpatch_reading *rd, const u8 *p,
-			      unsigned long avail, unsigned long addr,
-			      bool padding)
-{
-	s32 rel32;
-	int ret = 0;
-
-	if (!rd->fn) {
-		if (!padding || kpatch_kprobed(addr))
-			rd->lost = true;
-		return 0;
-	}
-	if (avail >= 2)
-		ret = kpatch_follow(rd, addr + 2 + (s8)p[1]);
-	if (avail >= 5 && !ret) {
-		memcpy(&rel32, p + 1, sizeof(rel32));
-		ret = kpatch_follow(rd, addr + 5 + rel32);
-	}
-	if (avail >= 6 && (p[1] & 0xf0) == 0x80 && !ret) {
-		memcpy(&rel32, p + 2, sizeof(rel32));
-		ret = kpatch_follow(rd, addr + 6 + rel32);
-	}
-	return ret;
-}
-
-/*
- * Is there a kprobe at @addr, where the code has an INT3?  kprobes exports
- * no lookup, but registering a probe where one is joins it, and one where
- * none is fails on the INT3 (-EINVAL or -EILSEQ: kprobes does not probe
- * an INT3).  So register a disabled one, which changes no code, and take
- * it off again.  Any other error leaves the question open: true.
- */
-#ifdef CONFIG_KPROBES
-static __cold bool kpatch_kprobed(unsigned long addr)
-{
-	struct kprobe kp = {
-		.addr	= (kprobe_opcode_t *)addr,
-		.flags	= KPROBE_FLAG_DISABLED,
-	};
-	int ret = register_kprobe(&kp);
-
-	if (!ret)
-		unregister_kprobe(&kp);
-	return ret != -EINVAL && ret != -EILSEQ;
-}
-#else
-static bool kpatch_kprobed(unsigned long addr)
-{
-	return false;
-}
-#endif
 
 /* ------------------------------------------------------------------------
  * Layer: ways into a module
  *
- * What it adds: the update that removes the last redirect into a module
- * also looks for tasks in the module's code that a redirect led them into
- * (below).  Without it: such a task could be left in a module that nothing
- * keeps loaded any more.  Price: about 230 lines and under 1 KiB of
- * code; nothing per call, nor for an update that takes nothing out.
+ * What it adds: a redirect into a module (a new function there whose old
+ * function is elsewhere) leads tasks from outside into the module's code,
+ * and not only into the new function: by a jump (a sibling call, `return
+ * helper(x)`) a task goes on into any of its code with no frame of the new
+ * function left on its stack.  Once no patch redirects into the module,
+ * nothing of kpatch keeps it loaded.  So the update that removes the last
+ * redirect into a module checks the module's whole text: no task may have
+ * a return address anywhere in it, but the module's own kernel threads
+ * (kpatch_in_whole()).
+ * Without it: a task led in could be left in a module that nothing keeps
+ * loaded any more.  Price: about 60 lines; nothing per call; such an
+ * update is refused while any other task is in the module: a kworker in
+ * one of its work items, another module's thread in its exports, a task
+ * asleep uninterruptibly in it (Documentation.txt, "Limitations").
  */
 
-/*
- * Ways into a module.  A redirect into a module (a new function there
- * whose old function is elsewhere) leads tasks from outside into the
- * module's code, and not only into the new function: by a jump (a sibling
- * call, `return helper(x)`) a task goes on into a helper with no frame of
- * the new function left on its stack.  Once no patch redirects into the
- * module any more, nothing of kpatch keeps it loaded: another patch's pin
- * on it, for an old function or a hook, goes with that patch, whose
- * update does not look for tasks that this one sent in.  So the update
- * that removes the last redirect into a module checks where every way in
- * can have led (kpatch_add_reach()), including the ways in of patches
- * removed while other patches still redirected into it: those are kept
- * here, one record per module, from such a removal until the last
- * redirect goes.  Under kpatch_mutex; the module is pinned while it has a
- * record (by the patches that still redirect into it).
- */
-struct kpatch_ways_in {
-	struct list_head list;
-	struct module *mod;
-	unsigned int nr;
-	unsigned long addr[];	/* the new functions */
-};
-
-static LIST_HEAD(kpatch_ways_in);
-
-/*
- * For every module that @try takes redirects into away from: a new record
- * of its ways in, in try->ways (kpatch_ways_in_commit() keeps it if other
- * patches still redirect into the module); and if none will, the check of
- * where they can have led.
- */
-static __cold int kpatch_add_reaches(struct kpatch_try *try)
-{
-	struct kpatch_ways_in *w;
-	struct module *mod;
-	unsigned int i, k;
-	int ret = 0;
-
-	for (i = 0; i < try->first_add && !ret; i++) {
-		mod = kpatch_way_in(try->touched[i]);
-		for (k = 0; mod && k < try->nr_ways; k++)
-			if (try->ways[k]->mod == mod)
-				mod = NULL;
-		if (!mod)
-			continue;
-		w = kpatch_ways_in_new(try, mod);
-		if (!w)
-			return -ENOMEM;
-		try->ways[try->nr_ways++] = w;
-		if (!kpatch_redirected_after(try, mod))
-			ret = kpatch_add_reach(try, mod, w->addr, w->nr);
-	}
-	return ret;
-}
+static bool kpatch_redirected_after(const struct kpatch_try *try,
+				    const struct module *mod);
 
 /*
  * The module that @e redirects calls into from outside: that of its new
@@ -2606,37 +1581,21 @@ static struct module *kpatch_way_in(const struct kpatch_entry *e)
 	return e->new_mod == e->old_mod ? NULL : e->new_mod;
 }
 
-/* A new record of the ways into @mod: its record's, and those @try removes. */
-static struct kpatch_ways_in *kpatch_ways_in_new(const struct kpatch_try *try,
-						 struct module *mod)
+/* Each module that @try takes the last redirect into away from: checked whole. */
+static __cold int kpatch_add_whole(struct kpatch_try *try)
 {
-	struct kpatch_ways_in *old = kpatch_ways_in_find(mod), *w;
-	unsigned int i, n = old ? old->nr : 0;
+	struct module *mod;
+	unsigned int i, k;
 
-	for (i = 0; i < try->first_add; i++)
-		n += kpatch_way_in(try->touched[i]) == mod;
-	w = kmalloc(struct_size(w, addr, n), GFP_KERNEL);
-	if (!w)
-		return NULL;
-	w->mod = mod;
-	w->nr = old ? old->nr : 0;
-	if (old)
-		memcpy(w->addr, old->addr, old->nr * sizeof(*w->addr));
-	for (i = 0; i < try->first_add; i++)
-		if (kpatch_way_in(try->touched[i]) == mod)
-			w->addr[w->nr++] = try->touched[i]->new_addr;
-	return w;
-}
-
-static struct kpatch_ways_in *kpatch_ways_in_find(const struct module *mod)
-{
-	struct kpatch_ways_in *w;
-
-	lockdep_assert_held(&kpatch_mutex);
-	list_for_each_entry(w, &kpatch_ways_in, list)
-		if (w->mod == mod)
-			return w;
-	return NULL;
+	for (i = 0; i < try->first_add; i++) {
+		mod = kpatch_way_in(try->touched[i]);
+		for (k = 0; mod && k < try->nr_whole; k++)
+			if (try->whole[k] == mod)
+				mod = NULL;
+		if (mod && !kpatch_redirected_after(try, mod))
+			try->whole[try->nr_whole++] = mod;
+	}
+	return 0;
 }
 
 /* Does a patch that is enabled after @try redirect calls into @mod? */
@@ -2645,73 +1604,28 @@ static bool kpatch_redirected_after(const struct kpatch_try *try,
 {
 	const struct kpatch_request *req = try->req;
 	struct kpatch_patch *p;
-
-	if (req->add && kpatch_redirects_into(req->add, mod))
-		return true;
-	if (req->replace)	/* every enabled patch goes */
-		return false;
-	list_for_each_entry(p, &kpatch_patches, list)
-		if (p != req->remove && kpatch_redirects_into(p, mod))
-			return true;
-	return false;
-}
-
-/* Does @patch redirect calls into @mod? */
-static bool kpatch_redirects_into(const struct kpatch_patch *patch,
-				  const struct module *mod)
-{
 	unsigned int i;
 
-	for (i = 0; i < patch->nr; i++)
-		if (kpatch_way_in(&patch->entries[i]) == mod)
-			return true;
-	return false;
-}
-
-/*
- * Where the ways into @mod can have led a task: each new function at
- * @addr[@n] and whatever in @mod it reaches by jumps, as far as they go
- * (kpatch_read()).  Where a jump cannot be followed, the task can be
- * anywhere in @mod: then the whole module is checked instead, except for
- * its own kernel threads (kpatch_in_whole()).
- */
-static __cold int kpatch_add_reach(struct kpatch_try *try, struct module *mod,
-				   const unsigned long *addr, unsigned int n)
-{
-	struct kpatch_reading rd = {
-		.try = try,
-		.first = try->nr_ranges,
-		.mod = mod,
-	};
-	unsigned long start, size;
-	unsigned int i;
-	char *modname;
-	int ret = 0;
-
-	rd.sym = kmalloc(2 * KSYM_SYMBOL_LEN, GFP_KERNEL);
-	if (!rd.sym)
-		return -ENOMEM;
-	for (i = 0; i < n && !ret; i++)
-		if (kpatch_symbol(addr[i], rd.sym, &start, &size, &modname))
-			ret = kpatch_add_range(try, start, size);
-		else
-			rd.lost = true;
-	ret = ret ?: kpatch_read(&rd);
-	kpatch_read_done(&rd);
-	if (!ret && rd.lost) {
-		try->nr_ranges = rd.first;
-		try->whole[try->nr_whole++] = mod;
+	list_for_each_entry(p, &kpatch_patches, list) {
+		if (p == req->remove || req->replace)
+			continue;
+		for (i = 0; i < p->nr; i++)
+			if (kpatch_way_in(&p->entries[i]) == mod)
+				return true;
 	}
-	return ret;
+	for (i = 0; req->add && i < req->add->nr; i++)
+		if (kpatch_way_in(&req->add->entries[i]) == mod)
+			return true;
+	return false;
 }
 
 /*
- * Is @addr in a module checked whole (see kpatch_add_reach()), and @task
- * not a kernel thread of that module?  A kernel thread whose function is
- * in the module runs the module's code until the module's exit stops it,
- * and kthread_stop() returns only once the thread has left its function
- * and reached exit_mm() in do_exit(): whatever the thread runs inside the
- * module, however it got there, ends before the module can be freed.  From
+ * Is @addr in a module checked whole, and @task not a kernel thread of
+ * that module?  A kernel thread whose function is in the module runs the
+ * module's code until the module's exit stops it, and kthread_stop()
+ * returns only once the thread has left its function and reached
+ * exit_mm() in do_exit(): whatever the thread runs inside the module,
+ * however it got there, ends before the module can be freed.  From
  * do_exit() on (PF_EXITING) that no longer holds, and such a thread counts
  * like any task.  kthread_func() reads only the task.
  */
@@ -2725,7 +1639,7 @@ static bool kpatch_in_whole(const struct kpatch_try *try,
 		mod = try->whole[i];
 		if (!within_module(addr, mod))
 			continue;
-		if (!(task->flags & PF_EXITING) &&
+		if (!(task->flags & PF_EXITING) && (task->flags & PF_KTHREAD) &&
 		    within_module_core((unsigned long)kthread_func(task), mod))
 			continue;
 		return true;
@@ -2733,90 +1647,12 @@ static bool kpatch_in_whole(const struct kpatch_try *try,
 	return false;
 }
 
-/*
- * @try took effect: keep the new records of ways in for the modules that
- * patches still redirect into, and drop the old ones.
- */
-static __cold void kpatch_ways_in_commit(struct kpatch_try *try)
-{
-	struct kpatch_ways_in *old, *w;
-	struct kpatch_patch *p;
-	bool kept = false;
-	unsigned int k;
-
-	for (k = 0; k < try->nr_ways; k++, kept = false) {
-		w = try->ways[k];
-		old = kpatch_ways_in_find(w->mod);
-		if (old) {
-			list_del(&old->list);
-			kfree(old);
-		}
-		list_for_each_entry(p, &kpatch_patches, list)
-			kept |= kpatch_redirects_into(p, w->mod);
-		if (kept)
-			list_add(&w->list, &kpatch_ways_in);
-		else
-			kfree(w);
-		try->ways[k] = NULL;
-	}
-}
-
-/* ------------------------------------------------------------------------
- * The ranges in order, and the sites of the try
- */
-
-static int kpatch_cmp_range(const void *a, const void *b)
-{
-	const struct kpatch_range *ra = a, *rb = b;
-
-	if (ra->start != rb->start)
-		return ra->start < rb->start ? -1 : 1;
-	return 0;
-}
-
-/* Free what kpatch_build_ranges() allocated, and records not kept. */
-static void kpatch_free_ranges(struct kpatch_try *try)
-{
-	while (try->nr_ways)
-		kfree(try->ways[--try->nr_ways]);
-	kfree(try->ways);
-	try->ways = NULL;
-	kfree(try->whole);
-	try->whole = NULL;
-	try->nr_whole = 0;
-	kfree(try->ranges);
-	try->ranges = NULL;
-	try->nr_ranges = 0;
-}
-
-/* The sites of @try's entries, each once. */
-static int kpatch_collect_sites(struct kpatch_try *try)
-{
-	unsigned int i, n = 0;
-
-	try->sites = kmalloc_array(try->nr_touched ?: 1, sizeof(*try->sites),
-				   GFP_KERNEL);
-	if (!try->sites)
-		return -ENOMEM;
-	for (i = 0; i < try->nr_touched; i++)
-		if (!WARN_ON_ONCE(!try->touched[i]->site))
-			try->sites[n++] = try->touched[i]->site;
-	/* by address, a pointer read as the unsigned long it fits in */
-	sort(try->sites, n, sizeof(*try->sites), kpatch_cmp_ulong, NULL);
-	for (i = 0, try->nr_sites = 0; i < n; i++)
-		if (!i || try->sites[i] != try->sites[i - 1])
-			try->sites[try->nr_sites++] = try->sites[i];
-	return 0;
-}
-
 /* ------------------------------------------------------------------------
  * Layer: hooks
- */
-
-/*
- * Hooks.  Each part of an update (see struct kpatch_try) runs the hooks
- * of its direction: a patch added runs its patch hooks, a patch removed
- * its unpatch hooks.  Within one try of an update:
+ *
+ * What it adds: each part of an update (see struct kpatch_try) runs the
+ * hooks of its direction: a patch added runs its patch hooks, a patch
+ * removed its unpatch hooks.  Within one try of an update:
  *
  *   pre hooks, in part order             process context, may sleep, veto
  *   stop_machine():
@@ -2832,22 +1668,18 @@ static int kpatch_collect_sites(struct kpatch_try *try)
  * stays in effect, its post-patch hook.  So post-patch .. pre-unpatch and
  * pre-patch .. post-unpatch always come in pairs.
  *
- * Hooks that may sleep (pre, post, cancel) have slots of their own and run
- * only from process context, with kpatch_mutex held and nothing else: no
- * sleeping hook can ever be called in atomic context.  Stop and undo hooks
- * run in the stop_machine() callback with interrupts off on every CPU,
- * where a sleep is a bug the kernel itself reports (might_sleep() under
- * CONFIG_DEBUG_ATOMIC_SLEEP).  A hook's module is pinned for the whole try
- * (kpatch_patch_new()) and every hook returns before the try ends, so no
- * hook runs after its module could go.
- *
- * Without it: a patch changes code only; data that the new functions
- * read differently (shadow data, kpatch.h) has nobody to convert it.
- * Price: about 200 lines and 0.3 KiB of code; nothing per call, nor for an
- * update whose patches have no hook (try->hooks).
+ * Hooks that may sleep (pre, post, cancel) run only from process context,
+ * with kpatch_mutex held and nothing else.  Stop and undo hooks run in the
+ * stop_machine() callback with interrupts off on every CPU.  A hook's
+ * module is pinned for the whole request (kpatch_patch_new()) and every
+ * hook returns before the try ends, so no hook runs after its module
+ * could go.  Hooks come from kpatch_register() only.
+ * Without it: a patch changes code only; data that the new functions read
+ * differently has nobody to convert it.  Price: about 150 lines; nothing
+ * per call, nor for an update whose patches have no hook (try->hooks).
  */
 
-/* The names of the hooks, in the control file, the patches file and the log. */
+/* The names of the hooks, in the patches file and the log. */
 static const char * const kpatch_hook_names[KPATCH_NR_HOOKS] = {
 	[KPATCH_PRE_PATCH]	= "pre-patch",
 	[KPATCH_STOP_PATCH]	= "stop-patch",
@@ -2858,6 +1690,10 @@ static const char * const kpatch_hook_names[KPATCH_NR_HOOKS] = {
 	[KPATCH_UNDO_UNPATCH]	= "undo-unpatch",
 	[KPATCH_POST_UNPATCH]	= "post-unpatch",
 };
+
+static int kpatch_part_hook(struct kpatch_try *try, unsigned int i,
+			    enum kpatch_hook stage);
+static void kpatch_cancel_hook(struct kpatch_try *try, unsigned int i);
 
 /* Run the pre hooks of @try; if one vetoes, cancel those that ran. */
 static int kpatch_pre_hooks(struct kpatch_try *try)
@@ -2870,8 +1706,7 @@ static int kpatch_pre_hooks(struct kpatch_try *try)
 		ret = kpatch_part_hook(try, i, KPATCH_PRE_PATCH);
 		if (ret) {
 			pr_err("%s '%s' refused: %s hook of '%s' returned %d\n",
-			       try->req->verb,
-			       try->parts[try->nr_parts - 1]->kpmod->name,
+			       try->req->verb, kpatch_req_name(try->req),
 			       kpatch_hook_names[try->refused.hook],
 			       try->refused.hook_patch->kpmod->name,
 			       try->refused.hook_ret);
@@ -2936,6 +1771,8 @@ static void kpatch_cancel_hooks(struct kpatch_try *try)
 	const struct kpatch_refused *r = &try->refused;
 	unsigned int i;
 
+	if (!try->hooks)
+		return;
 	if (r->why == KPATCH_HOOK)
 		pr_err("%s '%s' refused: %s hook of '%s' failed (%d); rolled back\n",
 		       try->req->verb, kpatch_req_name(try->req),
@@ -2946,37 +1783,29 @@ static void kpatch_cancel_hooks(struct kpatch_try *try)
 }
 
 /*
- * From the callback, once the stack check has passed: run the stop hooks.
- * If one fails, undo those that ran before it and return its errno; it
- * must have changed nothing itself.
+ * From the callback: run the stop hooks, or with @undo the undo hooks of
+ * the first @n stop hooks, last first.  A stop hook that fails has the
+ * hooks before it undone, and its errno is returned; it must have changed
+ * nothing itself.  kpatch_hook_cpu tells a call of a changed function from
+ * a hook apart from one from an NMI; only this CPU writes it.
  */
-static int kpatch_stop_hooks(struct kpatch_try *try)
+static int kpatch_stop_hooks(struct kpatch_try *try, bool undo, unsigned int n)
 {
 	unsigned int i;
 	int ret = 0;
 
 	WRITE_ONCE(kpatch_hook_cpu, smp_processor_id());
-	for (i = 0; i < try->nr_parts && !ret; i++)
+	for (i = 0; !undo && i < try->nr_parts && !ret; i++)
 		ret = kpatch_part_hook(try, i, KPATCH_STOP_PATCH);
-	WRITE_ONCE(kpatch_hook_cpu, -1);
 	if (ret) {
 		try->refused.why = KPATCH_HOOK;
-		kpatch_undo_hooks(try, i - 1);
+		n = i - 1;
 	}
-	return ret;
-}
-
-/*
- * From the callback: undo the first @n stop hooks of @try, last first.
- * kpatch_hook_cpu tells a call of a changed function from an undo or stop
- * hook apart from one from an NMI; only this CPU writes it.
- */
-static void kpatch_undo_hooks(struct kpatch_try *try, unsigned int n)
-{
-	WRITE_ONCE(kpatch_hook_cpu, smp_processor_id());
-	while (n--)
-		kpatch_part_hook(try, n, KPATCH_UNDO_PATCH);
+	if (undo || ret)
+		while (n--)
+			kpatch_part_hook(try, n, KPATCH_UNDO_PATCH);
 	WRITE_ONCE(kpatch_hook_cpu, -1);
+	return ret;
 }
 
 /*
@@ -3014,386 +1843,11 @@ static __cold int kpatch_resolve_hook(struct kpatch_patch *patch, int h)
 }
 
 /* ------------------------------------------------------------------------
- * Layer: jmp sites and the shared ftrace_ops
- *
- * What it adds, two other ways out of a site than its own ftrace_ops:
- *  - a jmp site, where ftrace makes a direct call a jmp (7.x): its fentry
- *    jumps straight to the newest new function, with no code of kpatch on
- *    the way.  Before an update's stop_machine() its jmp moves onto
- *    kpatch_guard, which takes the state machine as the handlers do, and
- *    a work item makes it a jmp again about 100 ms after the update;
- *  - kpatch_fops, one ftrace_ops that the sites of an update making more
- *    than KPATCH_OWN_SITES new ones share: one ftrace update for all of
- *    them instead of one each, and a lookup per call.
- * A site that ftrace could not release is kept, hooked and with no entry,
- * and the work item tries again (kept sites, below).
- * Without it: every site has an ftrace_ops of its own: per call +39 to +44
- * instructions on every kernel, and about 10 ms per function to apply.
- * Price: about 360 lines and 1.7 KiB of code, 0.6 KiB of data; per call a
- * jmp site costs +2 instructions over an unpatched call, a shared one +55
- * (README.md, Benchmarks).
- */
-
-/*
- * Before stop_machine(): move @try's jmp sites that jump onto the guard,
- * one at a time.  Each gives on the guard the version its jmp gave (the
- * state is IDLE, and the first entry is the jmp's target), so no caller
- * sees two versions meanwhile.  On failure, the caller settles them back.
- */
-static __cold int kpatch_sites_guard(struct kpatch_try *try)
-{
-	struct kpatch_site *site;
-	unsigned int i;
-	int ret;
-
-	for (i = 0; i < try->nr_sites; i++) {
-		site = try->sites[i];
-		if (!site->jmp || site->jmp == (unsigned long)kpatch_guard)
-			continue;
-		ret = kpatch_direct_move(&site->ops, (unsigned long)kpatch_guard);
-		if (ret) {
-			pr_err("%s '%s' refused: ftrace cannot move %pS onto kpatch's guard (%d)\n",
-			       try->req->verb,
-			       try->parts[try->nr_parts - 1]->kpmod->name,
-			       (void *)site->ip, ret);
-			return ret == -ENOMEM ? ret : -EBUSY;
-		}
-		site->jmp = (unsigned long)kpatch_guard;
-	}
-	return 0;
-}
-
-/*
- * The guard: where a jmp site's fentry calls while an update changes it.
- * It is entered by the fentry call, so it finds on the stack the fentry
- * call's return address, which names the site, then the caller's return
- * address.  It saves the argument registers, asks the slow path, and
- * returns to the new function it names (overwriting its return address,
- * so that the new function runs as if the caller had called it) or, for
- * none, into the old function.  It is an ordinary function for objtool:
- * one return address on the stack on every path, so the unwinder and the
- * stack check walk through it; a task preempted in it has the old
- * function's fentry return address on its stack, which the stack check of
- * every update that changes the site refuses.  Aligned to 16 bytes, like
- * the compiler's functions: ftrace takes an odd direct address as a jmp.
- * It is used while an update runs and until kpatch_settle_fn() makes its
- * sites jmps again; the model in README.md's benchmarks says what its
- * return costs.
- */
-
-asm(".pushsection .text, \"ax\", @progbits\n"
-"	.balign	16\n"
-"	.type	kpatch_guard, @function\n"
-"kpatch_guard:\n"
-	ASM_ENDBR
-	CALL_DEPTH_ACCOUNT "\n"
-"	pushq	%rdi\n"
-"	pushq	%rsi\n"
-"	pushq	%rdx\n"
-"	pushq	%rcx\n"
-"	pushq	%r8\n"
-"	pushq	%r9\n"
-"	pushq	%rax\n"
-"	movq	56(%rsp), %rdi\n"
-"	call	kpatch_guard_slow\n"
-"	movq	%rax, %r11\n"
-"	popq	%rax\n"
-"	popq	%r9\n"
-"	popq	%r8\n"
-"	popq	%rcx\n"
-"	popq	%rdx\n"
-"	popq	%rsi\n"
-"	popq	%rdi\n"
-"	testq	%r11, %r11\n"
-"	jz	1f\n"
-"	movq	%r11, (%rsp)\n"
-"1:\n"
-	ASM_RET
-"	.size	kpatch_guard, . - kpatch_guard\n"
-"	.popsection\n"
-);
-
-/*
- * The guard's slow path; @ret is the fentry call's return address.  A jmp
- * site is in kpatch_sites for as long as its direct call can be made, and
- * freed only after kpatch_site_release() has waited for every CPU that
- * was in here with preemption off.
- *
- * A jmp site stays on the guard after its update until kpatch_settle_fn()
- * makes it a jmp, and for good with a new function at an odd address, so
- * a call of it may come while another update runs.  Only the sites the
- * running update marked (step 1 of kpatch_update_cb(): their target is
- * KPATCH_TARGET_SLOW) take the state machine; an unmarked site's entries
- * do not change under this update, and its first entry runs, without
- * touching the state.  A call that read the mark as not set before step 1
- * stored it reads the entries before that update changes any: its CPU's
- * stopper cannot answer the rendezvous while it runs.
- */
-static unsigned long notrace __used kpatch_guard_slow(unsigned long ret)
-{
-	struct kpatch_site *site;
-	struct kpatch_entry *top;
-	unsigned long target = 0;
-
-	preempt_disable_notrace();
-	site = kpatch_site_find(ret - MCOUNT_INSN_SIZE);
-	/* pairs with the release in kpatch_final_targets() */
-	if (site && smp_load_acquire(&site->target) == KPATCH_TARGET_SLOW) {
-		target = kpatch_redirect_slow(site);
-	} else if (site) {
-		top = kpatch_top(site);
-		target = top ? top->new_addr : 0;
-	}
-	preempt_enable_notrace();
-	return target;
-}
-
-/*
- * The ftrace_ops that kpatch's ftrace_ops sites share, but those that
- * have their own (see struct kpatch_site).  Its filter holds the ip of
- * each such site, and it is registered exactly while it has one: an
- * ftrace_ops registered with an empty filter would hook every function.
- * kpatch_fops_nr counts its sites; both change under kpatch_mutex.
- */
-static struct ftrace_ops kpatch_fops = {
-	.func	= kpatch_fops_handler,
-	.flags	= KPATCH_FOPS_FLAGS,
-};
-
-static unsigned int kpatch_fops_nr;
-
-/*
- * The handler of kpatch_fops (above), called by ftrace at the fentry call
- * @ip: it finds the site and sets the address ftrace returns to, so that
- * the call goes on in the new function.  The fast path is a lookup, a load
- * and a compare more than the least any IPMODIFY handler does.  A task
- * preempted in ftrace's trampoline around it has the old function's
- * fentry return address on its stack, which the stack check of every
- * update that changes this site refuses (kpatch_build_ranges()).
- *
- * Preemption is off from the lookup to the last use of the site: a site
- * leaves kpatch_sites before it is freed, and kpatch_sites_release() waits
- * for such sections (kpatch_sync_preempt_off()) before it frees a site
- * whose @ip may still reach this handler -- the rule of the guard's slow
- * path too.  A call that finds no site, or a site with target 0, goes on
- * in the old function: right for a site an update has not given an entry
- * yet, and for one whose last entry has gone.
- *
- * It runs in any context and calls nothing traceable, so it cannot
- * recurse: the ftrace_ops leave out FTRACE_OPS_FL_RECURSION.
- */
-static void notrace kpatch_fops_handler(unsigned long ip,
-					unsigned long parent_ip,
-					struct ftrace_ops *ops,
-					struct ftrace_regs *fregs)
-{
-	struct kpatch_site *site;
-
-	preempt_disable_notrace();
-	site = kpatch_site_find(ip);
-	if (likely(site))
-		kpatch_site_redirect(site, fregs);
-	preempt_enable_notrace();
-}
-
-/*
- * Put the sites of @try's entries @from to @to that hook nothing yet on
- * kpatch_fops, in one ftrace update: their ips into its filter, or, if it
- * has no site, it registered with them.  Those where it is not alone then
- * leave it again, for an ftrace_ops of their own.  Returns ftrace's error,
- * and then none of them is on kpatch_fops; or -ENOMEM when those could not
- * leave it, and then they stay on it, kpatch's sites with no entry, which
- * the caller releases (kpatch_sites_unmake()).
- */
-static int kpatch_fops_add(struct kpatch_try *try, unsigned int from,
-			   unsigned int to)
-{
-	bool added = kpatch_fops.flags & FTRACE_OPS_FL_ENABLED;
-	struct kpatch_site *site;
-	unsigned int i, n = 0;
-	int ret;
-
-	lockdep_assert_held(&kpatch_mutex);
-	for (i = from; i < to; i++)
-		if (try->touched[i]->site->via == KPATCH_VIA_NONE)
-			try->ips[n++] = try->touched[i]->ip;
-	if (!n)
-		return 0;
-	if (added) {
-		ret = ftrace_set_filter_ips(&kpatch_fops, try->ips, n, 0, 0);
-	} else {
-		/* reset: unregistering leaves the last ips in the filter */
-		ret = ftrace_set_filter_ips(&kpatch_fops, try->ips, n, 0, 1) ?:
-		      register_ftrace_function(&kpatch_fops);
-		if (ret)
-			kpatch_ftrace_gave_up();
-	}
-	if (ret)
-		return ret;
-	kpatch_fops_nr += n;
-	for (i = from, n = 0; i < to; i++) {
-		site = try->touched[i]->site;
-		if (site->via != KPATCH_VIA_NONE)
-			continue;
-		if (!added || kpatch_fops_alone(site))
-			site->via = KPATCH_VIA_FOPS;
-		else
-			try->ips[n++] = site->ip;
-	}
-	if (!n || !kpatch_fops_del(try->ips, n))
-		return 0;
-	for (i = from; i < to; i++)
-		if (try->touched[i]->site->via == KPATCH_VIA_NONE)
-			try->touched[i]->site->via = KPATCH_VIA_FOPS;
-	return -ENOMEM;
-}
-
-/*
- * Is kpatch_fops alone on the fentry of @site: is it a call of
- * kpatch_fops's trampoline?  Not if another ftrace user hooks the function
- * too, a direct call say: adding an ip to a registered IPMODIFY ftrace_ops
- * does not ask a direct call there to share the function, as registering
- * one does.
- */
-static bool kpatch_fops_alone(const struct kpatch_site *site)
-{
-	u8 insn[CALL_INSN_SIZE];
-	s32 rel;
-
-	if (copy_from_kernel_nofault(insn, (void *)site->ip, sizeof(insn)) ||
-	    insn[0] != CALL_INSN_OPCODE || !kpatch_fops.trampoline)
-		return false;
-	memcpy(&rel, insn + 1, sizeof(rel));
-	return site->ip + CALL_INSN_SIZE + rel == kpatch_fops.trampoline;
-}
-
-/*
- * Take @n ips out of kpatch_fops's filter, in one ftrace update, or
- * unregister kpatch_fops if they are its last: it is never left
- * registered with an empty filter.  A new filter takes ftrace an
- * allocation, so one that fails is tried again a few times.  Returns
- * ftrace's error, and then the filter and kpatch_fops_nr are as they were:
- * the caller keeps the sites of @ips, which kpatch then still owns (see
- * kpatch_sites_release()).
- */
-static int kpatch_fops_del(unsigned long *ips, unsigned int n)
-{
-	bool last = n >= kpatch_fops_nr;
-	int ret, tries = 5;
-
-	lockdep_assert_held(&kpatch_mutex);
-	do {
-		if (!last)
-			kpatch_test_point(KPATCH_TEST_FILTER);
-		ret = last ? unregister_ftrace_function(&kpatch_fops) :
-			     ftrace_set_filter_ips(&kpatch_fops, ips, n, 1, 0);
-	} while (ret == -ENOMEM && --tries);
-	if (!ret)
-		kpatch_fops_nr -= last ? kpatch_fops_nr : n;
-	return ret;
-}
-
-/*
- * Sites that kpatch could not release (ftrace failed to take them off),
- * under kpatch_mutex: each stays in kpatch_sites with no entry, target 0,
- * its hook and its pins, so that calls go on in the old function and
- * kpatch still owns what it left; the work item tries again
- * (kpatch_settle_fn()), and so does an update that needs the function.
- */
-static unsigned int kpatch_sites_kept;
-
-/*
- * The work item: the sites kpatch kept released, then every jmp site on
- * the guard back to a jmp, to the new function its first entry names, one
- * at a time: every caller already sees that version through the guard.
- * Each move is an ftrace code update (about 19 ms), so it runs from
- * kpatch_settle_work about 100 ms after the command that made the update
- * has returned (on a single CPU a work queued at once would still run
- * before the writer).  Under kpatch_mutex no update is in flight (the
- * state is IDLE between the tries of a waiting update too), and a site
- * with no entry is one kpatch kept.  A site whose jmp ftrace cannot set
- * stays on the guard: slower, but right.  Sites still kept are tried again
- * a second later.
- */
-static void kpatch_settle_fn(struct work_struct *work);
-static DECLARE_DELAYED_WORK(kpatch_settle_work, kpatch_settle_fn);
-
-static void kpatch_settle_fn(struct work_struct *work)
-{
-	struct kpatch_site *site;
-	struct hlist_node *tmp;
-	unsigned long jmp;
-	int bkt;
-
-	mutex_lock(&kpatch_mutex);
-	for (bkt = 0; kpatch_sites && bkt < KPATCH_SITE_CHAINS; bkt++) {
-		hlist_for_each_entry_safe(site, tmp, &kpatch_sites[bkt], node) {
-			jmp = kpatch_site_jmp(site);
-			if (!kpatch_top(site)) {	/* a site kpatch kept */
-				if (kpatch_sites_kept)
-					kpatch_site_drop(site);
-			} else if (site->jmp && site->jmp != jmp) {
-				if (kpatch_direct_move(&site->ops, jmp))
-					pr_warn_once("%pS stays on kpatch's guard: ftrace cannot make it a jmp\n",
-						     (void *)site->ip);
-				else
-					site->jmp = jmp;
-			}
-		}
-	}
-	if (kpatch_sites_kept)
-		schedule_delayed_work(&kpatch_settle_work, HZ);
-	mutex_unlock(&kpatch_mutex);
-}
-
-static void kpatch_site_kept(struct kpatch_site *site)
-{
-	hlist_add_head_rcu(&site->node, kpatch_site_chain(site->ip));
-	kpatch_sites_kept++;
-}
-
-/* Log that @n sites, the first at @ip, were kept: ftrace said @ret. */
-static void kpatch_sites_kept_log(unsigned long ip, unsigned int n, int ret)
-{
-	if (n == 1)
-		pr_warn("%pS keeps kpatch's ftrace hook for now (%d): it redirects nothing, and kpatch takes it off later\n",
-			(void *)ip, ret);
-	else if (n)
-		pr_warn("%u functions keep kpatch's ftrace hook for now (%d): they redirect nothing, and kpatch takes them off later\n",
-			n, ret);
-}
-
-/*
- * Try again to release @site, a site kpatch kept (kpatch_site_kept()), on
- * its own; 0 once it is gone.  As in kpatch_sites_release(), a site leaves
- * kpatch_fops's filter and is freed after the wait for calls that may have
- * found it.
- */
-static int kpatch_site_drop(struct kpatch_site *site)
-{
-	int ret;
-
-	lockdep_assert_held(&kpatch_mutex);
-	if (WARN_ON_ONCE(!hlist_empty(&site->entries)))
-		return -EBUSY;
-	kpatch_sites_kept--;
-	if (site->via != KPATCH_VIA_FOPS)
-		return kpatch_site_release(site);
-	hash_del_rcu(&site->node);
-	ret = kpatch_fops_del(&site->ip, 1);
-	if (ret) {
-		kpatch_site_kept(site);
-		return ret;
-	}
-	if (kpatch_fops.flags & FTRACE_OPS_FL_ENABLED)
-		kpatch_sync_preempt_off();
-	kpatch_site_free(site);
-	return 0;
-}
-
-/* ------------------------------------------------------------------------
  * The run: the pre-walk, stop_machine() and the stack check
  */
+
+/* An exiting task went unrecorded: see "Layer: exiting tasks". */
+static bool kpatch_exiting_lost;
 
 /*
  * Run a prepared try: the pre-walk, stop_machine() and the grace period.
@@ -3403,6 +1857,9 @@ static int kpatch_run(struct kpatch_try *try)
 {
 	int ret, old;
 
+	memset(&try->refused, 0, sizeof(try->refused));
+	atomic_set(&try->cpus_in, 0);
+	atomic_set(&try->cpus_seen, 0);
 	if (kpatch_checks(try) && READ_ONCE(kpatch_exiting_lost)) {
 		pr_err("%s '%s' refused: out of memory recording an exiting task earlier, kpatch cannot check every stack any more\n",
 		       try->req->verb, kpatch_req_name(try->req));
@@ -3440,14 +1897,15 @@ static bool kpatch_checks(const struct kpatch_try *try)
 	return try->nr_ranges || try->nr_whole;
 }
 
-/*
- * The pre-walk, a layer of the run: most of the stack check, done before
- * stop_machine() so that the CPUs stop only for the tasks that ran since.
- * Correctness never depends on it: a task it did not remember is walked
- * by the callback, and with nothing remembered (no memory for the cache,
- * say) the callback walks every task.  Without it the window is the walk
- * of every task (README.md, Benchmarks: the window with 4,000 tasks).
- * Price: about 200 lines and 1.5 KiB of code; nothing per call; per
+/* ------------------------------------------------------------------------
+ * Layer: the pre-walk
+ *
+ * What it adds: most of the stack check, done before stop_machine() so
+ * that the CPUs stop only for the tasks that ran since.  Correctness never
+ * depends on it: a task it did not remember is walked by the callback, and
+ * with nothing remembered (no memory for the cache, say) the callback
+ * walks every task.  Without it the window is the walk of every task
+ * (README.md, Benchmarks).  Price: about 150 lines; nothing per call; per
  * update, memory for one record per task while it runs.
  *
  *   before stop_machine(), kpatch_mutex held     in the callback
@@ -3470,10 +1928,9 @@ static bool kpatch_checks(const struct kpatch_try *try)
  *    runqueue and not on a CPU.  Such a task runs again only when woken,
  *    and try_to_wake_up() and wake_up_new_task() take T->pi_lock first:
  *    until the lock is dropped T cannot run, so its stack neither changes
- *    nor goes away (a stack is freed after its task's last switch-out).
- *    get_wchan() walks other tasks' stacks under the same rule; the test
- *    of on_cpu covers a task that has dequeued itself but is still
- *    switching out.
+ *    nor goes away.  get_wchan() walks other tasks' stacks under the same
+ *    rule; the test of on_cpu covers a task that has dequeued itself but
+ *    is still switching out.
  * 2. A task's kernel stack changes only while the task runs.  Nobody else
  *    writes there, but ptrace into the user register frame, where every
  *    walk stops.
@@ -3490,22 +1947,21 @@ static bool kpatch_checks(const struct kpatch_try *try)
  *    loop, covered as kpatch_check_task() explains.
  * 5. Pointer, pid and start time name one task: a task_struct freed after
  *    the pre-walk and reused for a new task has another pid or start time.
- *    Tasks without a cache entry (new ones, those running, runnable or
- *    exiting at the pre-walk) and the idle task are walked in the
- *    callback, as are tasks that ran.
  *
  * The callback sees the counts written on other CPUs: a switch-out on a
  * CPU comes before its stopper starts, and the stop_machine() rendezvous
  * (acknowledged with fully ordered atomics) comes before the callback.
  */
 
+static int kpatch_prewalk_task(struct task_struct *task,
+			       struct kpatch_try *try);
+static int kpatch_cmp_seen(const void *a, const void *b);
+
 /*
  * Pre-walk every task (see above).  Returns -EBUSY if a stack refuses the
- * update.  Without memory for the cache nothing is remembered, and the
- * callback walks every task.  A try that lists the tasks in the way
- * (try->list: a dry run, or a try that may move them) goes on past a
- * refusal: the callback walks the task again, as it walks every task not
- * cached, and lists it.
+ * update, unless the try lists the tasks in its way (to move them): then
+ * the callback walks such a task again, as it walks every task not cached,
+ * and lists it.
  */
 static int kpatch_prewalk(struct kpatch_try *try)
 {
@@ -3534,8 +1990,9 @@ static int kpatch_prewalk(struct kpatch_try *try)
 	/* for_each_process_thread() is two loops: leave with goto. */
 	rcu_read_lock();
 	for_each_process_thread(g, t) {
+		/* one in the way: listed by the callback, which walks it */
 		ret = kpatch_prewalk_task(t, try);
-		if (ret && !try->list)
+		if (ret && !try->movers)
 			goto out;
 		ret = 0;
 	}
@@ -3553,7 +2010,7 @@ out:
 	return 0;
 }
 
-/* Drop what the pre-walk of one try learned. */
+/* Drop what the pre-walk of one run learned. */
 static void kpatch_forget(struct kpatch_try *try)
 {
 	kvfree(try->seen);
@@ -3572,6 +2029,7 @@ static void kpatch_forget(struct kpatch_try *try)
 static int kpatch_prewalk_task(struct task_struct *task,
 			       struct kpatch_try *try)
 {
+	struct kpatch_seen *s;
 	unsigned long flags;
 	unsigned int state;
 	int ret = 0;
@@ -3600,22 +2058,65 @@ static int kpatch_prewalk_task(struct task_struct *task,
 		goto out;
 
 	ret = kpatch_walk_stack(task, try);
-	if (!ret)
-		kpatch_seen_add(try, task);
+	if (!ret) {
+		s = &try->seen[try->nr_seen++];
+		s->task = task;
+		s->switches = task->nvcsw + task->nivcsw;
+		s->start_time = task->start_time;
+		s->pid = task->pid;
+	}
 out:
 	raw_spin_unlock_irqrestore(&task->pi_lock, flags);
 	return ret;
 }
 
+static int kpatch_cmp_seen(const void *a, const void *b)
+{
+	const struct kpatch_seen *x = *(const struct kpatch_seen **)a;
+	const struct kpatch_seen *y = *(const struct kpatch_seen **)b;
+
+	return x->task < y->task ? -1 : x->task > y->task;
+}
+
+/* Is @task the task of @s, not switched out since its pre-walk? */
+static __always_inline bool kpatch_seen_unchanged(const struct kpatch_seen *s,
+						  const struct task_struct *task)
+{
+	return s->switches == task->nvcsw + task->nivcsw &&
+	       s->pid == task->pid && s->start_time == task->start_time;
+}
+
+/*
+ * The cache entry of @task, or NULL, when it is not the next one in task
+ * list order (see kpatch_check_stacks()).  Kept out of line: the key on
+ * the stack would cost every task of the callback's loop.
+ */
+static noinline struct kpatch_seen *
+kpatch_seen_search(const struct kpatch_try *try, struct task_struct *task)
+{
+	struct kpatch_seen key = { .task = task }, *keyp = &key, **found;
+
+	found = bsearch(&keyp, try->seen_by_task, try->nr_seen,
+			sizeof(*try->seen_by_task), kpatch_cmp_seen);
+	return found ? *found : NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * The stack check
+ */
+
+static void kpatch_refuse(struct kpatch_try *try, enum kpatch_refusal why,
+			  struct task_struct *task, unsigned long addr);
+static bool kpatch_in_ranges(const struct kpatch_try *try, unsigned long addr);
+
 /*
  * Walk the kernel stack of @task, which must not run meanwhile, and look
- * each return address up in the range table.  The walk follows the
+ * each return address up in the ranges.  The walk follows the
  * reliable-stacktrace rules of the x86 arch code: a user-mode register
  * frame ends a task's kernel stack; any unwinder error, or a return
  * address outside known text, makes the stack unreliable.
  */
-static int kpatch_walk_stack(struct task_struct *task,
-			     struct kpatch_try *try)
+static int kpatch_walk_stack(struct task_struct *task, struct kpatch_try *try)
 {
 	struct unwind_state state;
 	struct pt_regs *regs;
@@ -3632,37 +2133,30 @@ static int kpatch_walk_stack(struct task_struct *task,
 			 * An in-kernel interrupt frame: ORC unwinds through it
 			 * reliably, frame pointers do not.
 			 */
-			if (IS_ENABLED(CONFIG_FRAME_POINTER)) {
-				kpatch_refuse(try, KPATCH_UNRELIABLE, task, 0);
-				return -EBUSY;
-			}
+			if (IS_ENABLED(CONFIG_FRAME_POINTER))
+				break;
 		}
 		addr = unwind_get_return_address(&state);
-		if (!addr) {
-			kpatch_refuse(try, KPATCH_UNRELIABLE, task, 0);
-			return -EBUSY;
-		}
+		if (!addr)
+			break;
 		if (kpatch_in_ranges(try, addr) ||
 		    (try->nr_whole && kpatch_in_whole(try, task, addr))) {
 			kpatch_refuse(try, KPATCH_BUSY, task, addr);
 			return -EBUSY;
 		}
 	}
-	if (unwind_error(&state)) {
-		kpatch_refuse(try, KPATCH_UNRELIABLE, task, 0);
-		return -EBUSY;
-	}
-	return 0;
+	if (unwind_done(&state) && !unwind_error(&state))
+		return 0;
+	kpatch_refuse(try, KPATCH_UNRELIABLE, task, 0);
+	return -EBUSY;
 }
 
-static bool kpatch_in_ranges(const struct kpatch_try *try,
-			     unsigned long addr)
+static bool kpatch_in_ranges(const struct kpatch_try *try, unsigned long addr)
 {
-	unsigned int lo = 0, hi = try->nr_ranges;
+	unsigned int lo = 0, hi = try->nr_ranges, mid;
 
 	while (lo < hi) {
-		unsigned int mid = lo + (hi - lo) / 2;
-
+		mid = lo + (hi - lo) / 2;
 		if (addr < try->ranges[mid].start)
 			hi = mid;
 		else if (addr >= try->ranges[mid].end)
@@ -3683,65 +2177,6 @@ static __cold void kpatch_refuse(struct kpatch_try *try,
 	strscpy(try->refused.comm, task->comm, sizeof(try->refused.comm));
 }
 
-/*
- * A task's name, printed with %*pE: a task chooses its own name
- * (prctl(PR_SET_NAME)), and a newline in it must not start a line of the
- * log or of the check file.
- */
-static int kpatch_comm_len(const char *comm)
-{
-	return strnlen(comm, TASK_COMM_LEN);
-}
-
-/*
- * @task, of the last refusal, is in the way.  A try that moves no task
- * stops at the first; a dry run, and a try that may move them, list it and
- * go on.  Returns whether to stop.  The task cannot run meanwhile: it is
- * blocked under its pi_lock (the pre-walk) or every CPU is stopped.
- */
-static bool kpatch_stop_at(struct kpatch_try *try, struct task_struct *task)
-{
-	struct kpatch_check *list = try->list;
-	struct kpatch_blocker *b;
-
-	if (!list)
-		return true;
-	if (list->nr == KPATCH_CHECK_MAX) {
-		list->more++;
-		return false;
-	}
-	b = &list->blockers[list->nr++];
-	b->addr = try->refused.why == KPATCH_BUSY ? try->refused.addr : 0;
-	b->pid = try->refused.pid;
-	memcpy(b->comm, try->refused.comm, sizeof(b->comm));
-	b->how = kpatch_movable(try, task);
-	b->task = NULL;
-	if (b->how != KPATCH_STAYS && !try->req->check)
-		b->task = get_task_struct(task);
-	return false;
-}
-
-/* Remember that @task's stack is clean. */
-static void kpatch_seen_add(struct kpatch_try *try,
-			    struct task_struct *task)
-{
-	struct kpatch_seen *s = &try->seen[try->nr_seen++];
-
-	lockdep_assert_held(&task->pi_lock);
-	s->task = task;
-	s->switches = task->nvcsw + task->nivcsw;
-	s->start_time = task->start_time;
-	s->pid = task->pid;
-}
-
-static int kpatch_cmp_seen(const void *a, const void *b)
-{
-	const struct kpatch_seen *x = *(const struct kpatch_seen **)a;
-	const struct kpatch_seen *y = *(const struct kpatch_seen **)b;
-
-	return x->task < y->task ? -1 : x->task > y->task;
-}
-
 /* The role of each entry of @try while it runs, or none. */
 static void kpatch_set_op(struct kpatch_try *try, bool running)
 {
@@ -3755,20 +2190,20 @@ static void kpatch_set_op(struct kpatch_try *try, bool running)
 							    KPATCH_OP_UNPATCH;
 }
 
+static int kpatch_update_answer(struct kpatch_try *try);
+
 /*
  * The stop_machine() callback: the only place where entries are published
- * and taken out, and where sites change target.  Interrupts are off on
- * every CPU; who can still call a patched function meanwhile is listed at
- * kpatch_state.
+ * and taken out, and where sites change target during an update.
+ * Interrupts are off on every CPU; who can still call a patched function
+ * meanwhile is listed at kpatch_state.
  *
- * Why a caller never mixes versions, though the fast paths (an ftrace_ops
- * site's target, a jmp site's jmp) look at no state: only the sites of
- * @try change version.  Its jmp sites were moved onto the guard before
- * stop_machine(), one at a time, each giving the same version on the guard
- * as by its jmp.  Then the callback
- *  1. sets the target of each of its sites to KPATCH_TARGET_SLOW (on a jmp
- *     site the guard's mark), so that from then on their calls go through
- *     the state machine, and then leaves IDLE;
+ * Why a caller never mixes versions, though the fast path (a site's
+ * target) looks at no state: only the sites of @try change version, and
+ * the callback
+ *  1. sets the target of each of its sites to KPATCH_TARGET_SLOW, so that
+ *     from then on their calls go through the state machine, and then
+ *     leaves IDLE;
  *  2. waits until the stopper thread of every other CPU has seen that.  A
  *     caller that read an old target before step 1 either has the old
  *     function's fentry return address on its stack while it is preempted
@@ -3778,18 +2213,15 @@ static void kpatch_set_op(struct kpatch_try *try, bool running)
  *  3. checks the stacks, runs the stop hooks, changes the entries, then
  *     decides SUCCESS or FAILURE (or loses that race to a caller, which
  *     sets FAILURE; the undo hooks then roll the stop hooks back);
- *  4. writes the final targets, and clears the jmp sites' marks: the
- *     guard then gives their first entry.  A caller that reads one between
- *     step 3 and the end gets the version that the state, which it would
- *     read on the slow path, also gives.
+ *  4. writes the final targets.  A caller that reads one between step 3
+ *     and the end gets the version that the state, which it would read on
+ *     the slow path, also gives.
  * So every call after step 2 sees one version: the old one until the state
  * is decided, the decided one after, and the state never goes back from
- * SUCCESS or FAILURE while the callback runs.  About 100 ms after the
- * update a work item makes the jmp sites jmps again, one at a time, to the
- * version decided (kpatch_settle_fn()).  The
- * data the stop hooks convert follows the same rule: no new function runs
- * before SUCCESS, which comes after the last hook, and an old function that
- * runs after the first hook began makes the update fail and be undone.
+ * SUCCESS or FAILURE while the callback runs.  The data the stop hooks
+ * convert follows the same rule: no new function runs before SUCCESS,
+ * which comes after the last hook, and an old function that runs after
+ * the first hook began makes the update fail and be undone.
  */
 static int kpatch_update_cb(void *data)
 {
@@ -3846,6 +2278,8 @@ static int kpatch_update_answer(struct kpatch_try *try)
 	return 0;
 }
 
+static int kpatch_listed(struct kpatch_try *try);
+
 /*
  * The activeness safety check: no task may be executing, or be about to
  * return into, code that the update makes unreachable.
@@ -3868,7 +2302,6 @@ static int kpatch_update_answer(struct kpatch_try *try)
 static int kpatch_check_stacks(struct kpatch_try *try)
 {
 	struct kpatch_seen *next = try->seen, *end = next + try->nr_seen, *s;
-	struct kpatch_blocker *b;
 	struct task_struct *g, *t;
 	int ret;
 
@@ -3887,22 +2320,16 @@ static int kpatch_check_stacks(struct kpatch_try *try)
 	 * The loop runs once per task with every CPU stopped: keep it short.
 	 * The pre-walk went through the same list in the same order, so a
 	 * task's entry, if it has one, is almost always @next; tasks created
-	 * or gone since make it search.  for_each_process_thread() is two
-	 * loops: leave with goto.
+	 * or gone since make it search.
 	 */
 	rcu_read_lock();
 	for_each_process_thread(g, t) {
-		if (likely(next < end && next->task == t)) {
-			if (likely(kpatch_seen_unchanged(next++, t)))
-				continue;
-		} else {
-			s = kpatch_seen_search(try, t);
-			if (s) {
-				next = s + 1;
-				if (kpatch_seen_unchanged(s, t))
-					continue;
-			}
-		}
+		s = likely(next < end && next->task == t) ? next :
+		    kpatch_seen_search(try, t);
+		if (s)
+			next = s + 1;
+		if (likely(s) && kpatch_seen_unchanged(s, t))
+			continue;
 		ret = kpatch_check_task(t, try);
 		if (ret && kpatch_stop_at(try, t))
 			goto out;
@@ -3910,25 +2337,14 @@ static int kpatch_check_stacks(struct kpatch_try *try)
 	}
 out:
 	rcu_read_unlock();
-	ret = ret ?: kpatch_check_exiting(try);
-	if (!ret && try->list && try->list->nr) {
-		/* the log names the first task in the way, as a try does */
-		b = &try->list->blockers[0];
-		try->refused.why = b->addr ? KPATCH_BUSY : KPATCH_UNRELIABLE;
-		try->refused.addr = b->addr;
-		try->refused.pid = b->pid;
-		memcpy(try->refused.comm, b->comm, sizeof(b->comm));
-		ret = -EBUSY;
-	}
-	return ret;
+	return ret ?: kpatch_check_exiting(try) ?: kpatch_listed(try);
 }
 
 /*
  * Check one task's stack from the stop_machine() callback.  The task is not
  * running (see below for the exceptions), so its stack cannot change.
  */
-static int kpatch_check_task(struct task_struct *task,
-			     struct kpatch_try *try)
+static int kpatch_check_task(struct task_struct *task, struct kpatch_try *try)
 {
 	/*
 	 * Every online CPU other than this one is running its stopper thread
@@ -3943,59 +2359,30 @@ static int kpatch_check_task(struct task_struct *task,
 		WARN_ON_ONCE(!(task->flags & PF_KTHREAD));
 		return 0;
 	}
-
 	/*
 	 * A task that has exited for good has no stack left (and nothing on
 	 * it).  Nobody can drop or take a stack reference while we run.
 	 */
 	if (!task_stack_page(task) || !refcount_read(&task->stack_refcount))
 		return 0;
-
 	return kpatch_walk_stack(task, try);
-}
-
-/* Is @task the task of @s, not switched out since its pre-walk? */
-static __always_inline bool kpatch_seen_unchanged(const struct kpatch_seen *s,
-						  const struct task_struct *task)
-{
-	return s->switches == task->nvcsw + task->nivcsw &&
-	       s->pid == task->pid && s->start_time == task->start_time;
-}
-
-/*
- * The cache entry of @task, or NULL, when it is not the next one in task
- * list order (see kpatch_check_stacks()).  Kept out of line: the key on
- * the stack would cost every task of the callback's loop.
- */
-static noinline struct kpatch_seen *
-kpatch_seen_search(const struct kpatch_try *try, struct task_struct *task)
-{
-	struct kpatch_seen key = { .task = task }, *keyp = &key, **found;
-
-	found = bsearch(&keyp, try->seen_by_task, try->nr_seen,
-			sizeof(*try->seen_by_task), kpatch_cmp_seen);
-	return found ? *found : NULL;
 }
 
 /* ------------------------------------------------------------------------
  * Layer: exiting tasks
- */
-
-/*
- * What it adds: exiting tasks.  A task leaves the task list in exit_notify() -- at once
- * if it is autoreaped, as kernel threads are, else when its parent reaps
- * it -- but then goes on running the tail of do_exit() until its last
+ *
+ * What it adds: a task leaves the task list in exit_notify() -- at once if
+ * it is autoreaped, as kernel threads are, else when its parent reaps it
+ * -- but then goes on running the tail of do_exit() until its last
  * switch-out, and may sleep or be preempted there, in any function that
  * tail calls.  for_each_process_thread() does not find it any more.  So
  * kpatch keeps a set of its own: every task from its sched_process_exit
  * tracepoint, which do_exit() passes before exit_notify(), until its
- * sched_process_free tracepoint, which comes an RCU grace period after
- * the task's last switch-out (when the last of its task_struct's RCU
- * users is gone); and, at load, every task that is exiting already and
- * still on the task list (kpatch_exiting_start()).  The stop_machine()
- * callback walks the tasks of the set that the pre-walk did not see
- * clean; one that is dead has no stack left and costs a test.  Nothing of
- * this touches the redirect.
+ * sched_process_free tracepoint, which comes an RCU grace period after the
+ * task's last switch-out; and, at load, every task that is exiting already
+ * and still on the task list (kpatch_exiting_start()).  The stop_machine()
+ * callback walks the tasks of the set that the pre-walk did not see clean;
+ * one that is dead has no stack left and costs a test.
  *
  * The set is a hash table under kpatch_exiting_lock, a raw spinlock taken
  * with interrupts off: the exit probe runs with preemption off, the free
@@ -4013,9 +2400,9 @@ kpatch_seen_search(const struct kpatch_try *try, struct task_struct *task)
  * then on (kpatch_exiting_lost).
  *
  * Without it: a task in the tail of do_exit() inside a changed function
- * (an exit handler, say) goes unchecked.  Price: about 300 lines, 1.3 KiB
- * of code and 64 records (512 on PREEMPT_RT) kept; nothing per call of a
- * patched function; per exit of a task two tracepoint probes.
+ * (an exit handler, say) goes unchecked.  Price: about 230 lines and 64
+ * records (512 on PREEMPT_RT) kept; nothing per call of a patched
+ * function; per exit of a task two tracepoint probes.
  */
 #define KPATCH_EXITING_BITS	6
 #define KPATCH_EXITING_RESERVE	(IS_ENABLED(CONFIG_PREEMPT_RT) ? 512 : 64)
@@ -4185,7 +2572,7 @@ static void kpatch_exiting_refill(struct work_struct *work)
 	kpatch_exiting_fill(KPATCH_EXITING_RESERVE);
 }
 
-/* The tracepoints of "Exiting tasks", registered from load to unload. */
+/* The tracepoints of this layer, registered from load to unload. */
 static struct kpatch_tp {
 	const char *name;
 	void *probe;
@@ -4205,14 +2592,17 @@ static void kpatch_tp_find(struct tracepoint *tp, void *priv)
 			kpatch_tps[i].tp = tp;
 }
 
+static void kpatch_exiting_stop(int n);
+
 /*
- * Follow exiting tasks: records, the probes, then the tasks that are exiting already
- * (PF_EXITING, set before sched_process_exit) and still on the task list,
- * which may have passed the tracepoint before the probe was there.  A task
- * found both ways is recorded once.  Those found here stay in the set
- * until their sched_process_free, which cannot come before the RCU read
- * section that found them on the list ends.  A task that has left the
- * task list before kpatch was loaded is not followed; see Documentation.txt.
+ * Follow exiting tasks: records, the probes, then the tasks that are
+ * exiting already (PF_EXITING, set before sched_process_exit) and still on
+ * the task list, which may have passed the tracepoint before the probe was
+ * there.  A task found both ways is recorded once.  Those found here stay
+ * in the set until their sched_process_free, which cannot come before the
+ * RCU read section that found them on the list ends.  A task that has left
+ * the task list before kpatch was loaded is not followed; see
+ * Documentation.txt.
  */
 static int kpatch_exiting_start(void)
 {
@@ -4283,7 +2673,7 @@ static void kpatch_exiting_stop(int n)
 }
 
 /* ------------------------------------------------------------------------
- * The callback's last steps; then settle and commit
+ * The callback's last steps
  */
 
 /*
@@ -4323,7 +2713,7 @@ static int kpatch_update_publish(struct kpatch_try *try)
 	unsigned int i;
 	int state, ret;
 
-	ret = try->hooks ? kpatch_stop_hooks(try) : 0;
+	ret = try->hooks ? kpatch_stop_hooks(try, false, 0) : 0;
 	if (ret) {
 		kpatch_state_finish(KPATCH_STATE_FAILURE, 0);
 		return ret;
@@ -4339,7 +2729,8 @@ static int kpatch_update_publish(struct kpatch_try *try)
 		/* A changed function ran meanwhile and saw the old version. */
 		for (i = try->first_add; i < try->nr_touched; i++)
 			hlist_del_init_rcu(&try->touched[i]->node);
-		kpatch_undo_hooks(try, try->nr_parts);
+		if (try->hooks)
+			kpatch_stop_hooks(try, true, try->nr_parts);
 		try->refused.why = KPATCH_RAN;
 		return -EBUSY;
 	}
@@ -4352,157 +2743,55 @@ static int kpatch_update_publish(struct kpatch_try *try)
 }
 
 /*
- * Step 4 of kpatch_update_cb(): the targets of @try's sites once its
- * entries are final.  Each is a release, the pair of the acquire in
- * kpatch_site_redirect() and kpatch_guard_slow(): a call that reads a final
+ * Step 4 of kpatch_update_cb(), and the end of a gate: the targets of
+ * @try's sites once its entries are final.  Each is a release, the pair
+ * of the acquire in kpatch_ftrace_handler(): a call that reads a final
  * target also sees the entries and the data of the stop or undo hooks as
  * this CPU left them.
  */
 static void kpatch_final_targets(struct kpatch_try *try)
 {
 	struct kpatch_entry *top;
-	unsigned long target;
 	unsigned int i;
 
 	for (i = 0; i < try->nr_sites; i++) {
-		/* a jmp site's target is only the guard's mark: cleared */
-		top = try->sites[i]->jmp ? NULL : kpatch_top(try->sites[i]);
-		target = top ? top->new_addr : 0;
-		/* pairs with the acquire of the fast paths: see above */
-		smp_store_release(&try->sites[i]->target, target);
+		top = kpatch_top(try->sites[i]);
+		smp_store_release(&try->sites[i]->target,
+				  top ? top->new_addr : 0);
 	}
+}
+
+/* ------------------------------------------------------------------------
+ * After the run: the sites released, the update committed
+ */
+
+/*
+ * After the grace period that ends a try, done or undone: each site of
+ * @try left with no entry is released.
+ */
+static void kpatch_sites_release(struct kpatch_try *try)
+{
+	unsigned int i;
+
+	for (i = 0; i < try->nr_sites; i++)
+		if (hlist_empty(&try->sites[i]->entries))
+			kpatch_site_free(try->sites[i]);
 }
 
 /*
- * After the grace period that ends an update, done or undone: each site of
- * @try without an entry released, and, for each jmp site of @try the
- * update left on the guard, kpatch_settle_work queued; so too for sites
- * kpatch had to keep.
+ * Unhook and free @site, which has no entry.  unregister_ftrace_function()
+ * returns once no CPU is in its handler and no task in its trampoline: no
+ * call holds the site any more.  If ftrace cannot (it has shut down after
+ * an error of its own), the site stays, hooked, and with it its pins.
  */
-static void kpatch_sites_settle(struct kpatch_try *try)
-{
-	struct kpatch_site *site;
-	unsigned int i, n = 0;
-	bool move = false;
-
-	for (i = 0; i < try->nr_sites; i++) {
-		site = try->sites[i];
-		if (!kpatch_top(site))
-			try->gone[n++] = site;
-		else if (site->jmp && site->jmp != kpatch_site_jmp(site))
-			move = true;
-	}
-	if (kpatch_sites_release(try, n) || move)
-		schedule_delayed_work(&kpatch_settle_work, HZ / 10);
-}
-
-/* The jmp @site should make now: to its newest new function, if it can. */
-static unsigned long kpatch_site_jmp(struct kpatch_site *site)
-{
-	struct kpatch_entry *top = kpatch_top(site);
-
-	/*
-	 * A new function at an odd address (an asm function without
-	 * alignment) stays on the guard: ftrace takes bit 0 of a direct
-	 * address to mean "jmp" and clears it, and the jmp would land one
-	 * byte early.
-	 */
-	if (!top || top->new_addr & 1)
-		return (unsigned long)kpatch_guard;
-	return kpatch_jmp_to(top->new_addr);
-}
-
-/*
- * Release the sites @try->gone[0..@n), whose last entry has gone (or
- * which never had one).  Each leaves kpatch_sites first, so that no call
- * finds it any more.  A site with an ftrace_ops of its own or a direct
- * call is then unhooked alone (kpatch_site_release()): unregistering an
- * ftrace_ops waits until no CPU is in its handler and no task in its
- * trampoline; for a direct call kpatch waits itself for the guard's slow
- * path (preemption off there).  Those on kpatch_fops leave its filter in one
- * ftrace update, and a call that found one of them before may still be in
- * kpatch_fops_handler(): the wait for it is the pair of the handler's
- * preempt_disable_notrace(), kpatch_sync_preempt_off() here, unless
- * kpatch_fops was unregistered, which waited.  That is all a site freed
- * while kpatch_fops stays registered needs; no RCU-tasks grace period,
- * which unregistering an ftrace_ops waits for because it frees the
- * ftrace_ops and its trampoline: both stay.  A task preempted in the
- * trampoline before the handler ran finds no site when it gets there and
- * goes on in the old function, the version the update that took the
- * site's last entry decided; one preempted after it has left with the
- * site's target, 0 since that update's stop_machine().  The update is
- * done or undone: where ftrace fails to unhook a site, kpatch keeps it
- * (kpatch_site_kept()).  Returns the number of sites kept.
- */
-static unsigned int kpatch_sites_release(struct kpatch_try *try,
-					 unsigned int n)
-{
-	struct kpatch_site *site;
-	unsigned int i, m = 0, k = 0, kept = 0;
-	int ret;
-
-	lockdep_assert_held(&kpatch_mutex);
-	for (i = 0; i < n; i++) {
-		site = try->gone[i];
-		if (WARN_ON_ONCE(!hlist_empty(&site->entries)) ||
-		    site->via == KPATCH_VIA_OPS ||
-		    site->via == KPATCH_VIA_DIRECT) {
-			ret = hlist_empty(&site->entries) ?
-			      kpatch_site_release(site) : 0;
-			if (ret) {
-				kpatch_sites_kept_log(site->ip, 1, ret);
-				kept++;
-			}
-			try->gone[i] = NULL;
-			continue;
-		}
-		hash_del_rcu(&site->node);
-		if (site->via == KPATCH_VIA_FOPS)
-			try->ips[m++] = site->ip;
-		k++;
-	}
-	ret = m ? kpatch_fops_del(try->ips, m) : 0;
-	if (k && (kpatch_fops.flags & FTRACE_OPS_FL_ENABLED))
-		kpatch_sync_preempt_off();
-	for (i = 0; i < n; i++) {
-		site = try->gone[i];
-		if (site && ret && site->via == KPATCH_VIA_FOPS)
-			kpatch_site_kept(site);
-		else if (site)
-			kpatch_site_free(site);
-	}
-	if (ret)
-		kpatch_sites_kept_log(try->ips[0], m, ret);
-	return kept + (ret ? m : 0);
-}
-
-/* Release @site, on an ftrace_ops of its own or a direct call. */
-static int kpatch_site_release(struct kpatch_site *site)
-{
-	int ret;
-
-	hash_del_rcu(&site->node);
-	ret = site->jmp ? kpatch_direct_clear(&site->ops, site->jmp) :
-			  unregister_ftrace_function(&site->ops);
-	if (ret) {
-		kpatch_site_kept(site);
-		return ret;
-	}
-	/*
-	 * ftrace waits for its own trampolines and handlers, not for the
-	 * target of a direct call: a CPU may still be in kpatch_guard_slow()
-	 * with this site, preemption off.  Pairs with its
-	 * preempt_disable_notrace().
-	 */
-	if (site->jmp)
-		kpatch_sync_preempt_off();
-	kpatch_site_free(site);
-	return 0;
-}
-
-/* Free @site: out of kpatch_sites, it hooks nothing and no call holds it. */
 static void kpatch_site_free(struct kpatch_site *site)
 {
+	lockdep_assert_held(&kpatch_mutex);
+	if (WARN_ON_ONCE(!hlist_empty(&site->entries)))
+		return;
+	hash_del(&site->node);
+	if (WARN_ON_ONCE(unregister_ftrace_function(&site->ops)))
+		return;
 	ftrace_free_filter(&site->ops);
 	module_put(site->mod);
 	module_put(THIS_MODULE);
@@ -4513,7 +2802,7 @@ static void kpatch_site_free(struct kpatch_site *site)
  * @try took effect: the patches it removed out of the list, the one it
  * adds in, the post hooks, then the removed patches' pins dropped -- only
  * now may the modules of the hooks that ran go -- and their records
- * freed.  The sites are settled already.
+ * freed.  The sites are released already.
  */
 static __cold void kpatch_commit(struct kpatch_try *try)
 {
@@ -4537,8 +2826,6 @@ static __cold void kpatch_commit(struct kpatch_try *try)
 		pr_notice("patch '%s' enabled (%d function%s)\n",
 			  add->kpmod->name, add->nr, add->nr == 1 ? "" : "s");
 	}
-	if (try->nr_ways)
-		kpatch_ways_in_commit(try);
 	for (i = 0; i < try->nr_parts && try->hooks; i++)
 		kpatch_part_hook(try, i, KPATCH_POST_PATCH);
 	for (i = 0; i < try->nr_parts; i++)
@@ -4559,80 +2846,40 @@ static void kpatch_kobj_remove(struct kobject **kobj)
 	*kobj = NULL;
 }
 
-/* Free what kpatch_collect() and kpatch_collect_sites() allocated. */
+/* Free what kpatch_collect() and kpatch_build_ranges() allocated. */
 static void kpatch_uncollect(struct kpatch_try *try)
 {
+	kfree(try->whole);
+	kfree(try->ranges);
 	kfree(try->sites);
-	kfree(try->ips);
-	kfree(try->gone);
 	kfree(try->touched);
 	kfree(try->parts);
 }
 
 /* ------------------------------------------------------------------------
- * A refused try: undone, run again, or tried again later
+ * A refused try: tried again later
  */
 
-/*
- * Release the sites made for the entries @try adds (they have none yet):
- * the unwinding of kpatch_sites_add() before the sites were collected.
- */
-static void kpatch_sites_unmake(struct kpatch_try *try)
-{
-	struct kpatch_entry *e;
-	unsigned int i, n = 0;
-
-	for (i = try->first_add; i < try->nr_touched; i++) {
-		e = try->touched[i];
-		if (e->site && hlist_empty(&e->site->entries))
-			try->gone[n++] = e->site;
-		e->site = NULL;
-	}
-	if (kpatch_sites_release(try, n))
-		schedule_delayed_work(&kpatch_settle_work, HZ / 10);
-}
-
-/* Before @try runs again: what its last run left, cleared. */
-static void kpatch_run_again(struct kpatch_try *try)
-{
-	if (try->list) {
-		try->list->nr = 0;
-		try->list->more = 0;
-	}
-	memset(&try->refused, 0, sizeof(try->refused));
-	atomic_set(&try->cpus_in, 0);
-	atomic_set(&try->cpus_seen, 0);
-}
-
-/*
- * The waiting list, a layer of the retry: between tries an update drops
- * kpatch_mutex and waits in kpatch_waiting (struct kpatch_waiting says
- * what it keeps), so that readers, other updates and kpatch_register() go
- * on while it sleeps.  Without it a retrying update holds the mutex for up
- * to retries * retry_delay_ms.  Price: about 50 lines; nothing per call.
- */
+static void kpatch_report(const struct kpatch_request *req,
+			  const struct kpatch_refused *r, unsigned int n,
+			  unsigned int tries, bool last, unsigned int delay);
 
 /*
  * Try number @n of @req failed with @ret, for @r.  If the stack check
  * refused it, or ftrace found the function busy (KPATCH_AGAIN), log the
- * culprit and, unless that was the last try
- * (kpatch_retries), a signal is pending or the refusal can only repeat,
- * sleep before the next one, with kpatch_mutex dropped and @req waiting
- * in kpatch_waiting.  Return whether to try again.
+ * culprit and, unless that was the last try, a signal is pending or the
+ * refusal can only repeat, sleep before the next one, kpatch_mutex held.
+ * Return whether to try again.
  */
 static __cold bool kpatch_retry(const struct kpatch_request *req,
 				const struct kpatch_refused *r, int ret,
 				unsigned int n)
 {
-	unsigned int tries = 1 + min(READ_ONCE(kpatch_retries),
-				     KPATCH_RETRIES_MAX);
 	unsigned int delay = min(READ_ONCE(kpatch_retry_delay_ms),
 				 KPATCH_RETRY_DELAY_MS_MAX);
-	struct kpatch_waiting w = {
-		.name = req->add ? req->add->kpmod->name : NULL,
-		.remove = req->remove,
-		.replace = req->replace,
-	};
+	unsigned int tries = 1 + min3(READ_ONCE(kpatch_retries),
+				      KPATCH_RETRIES_MAX,
+				      KPATCH_RETRY_TOTAL_MS / max(delay, 1U));
 	bool last;
 
 	lockdep_assert_held(&kpatch_mutex);
@@ -4640,8 +2887,8 @@ static __cold bool kpatch_retry(const struct kpatch_request *req,
 	    r->why == KPATCH_HOOK)
 		return false;	/* not busy: ftrace refused, a hook, say */
 	/*
-	 * A real signal ends the retries; TIF_NOTIFY_SIGNAL alone (the
-	 * writer caught by another try's gate) does not, nor the sleep.
+	 * A real signal ends the retries; TIF_NOTIFY_SIGNAL alone (a
+	 * task_work of somebody's) does not, nor the sleep.
 	 */
 	last = n >= tries || task_sigpending(current) ||
 	       fatal_signal_pending(current) ||
@@ -4649,23 +2896,28 @@ static __cold bool kpatch_retry(const struct kpatch_request *req,
 	kpatch_report(req, r, n, tries, last, delay);
 	if (last)
 		return false;
-
-	list_add(&w.list, &kpatch_waiting);
-	mutex_unlock(&kpatch_mutex);
 	/*
 	 * Killable, not freezable: a write to the control file holds its
 	 * file system's freeze protection (file_start_write()), which a
 	 * frozen task must not hold.
 	 */
 	schedule_timeout_killable(msecs_to_jiffies(delay));
-	mutex_lock(&kpatch_mutex);
-	list_del(&w.list);
 	if (!fatal_signal_pending(current))
 		return true;
 	/* a killed writer's update must not take effect: no more tries */
 	pr_err("%s '%s' refused after %u %s: its writer was killed\n",
 	       req->verb, kpatch_req_name(req), n, n == 1 ? "try" : "tries");
 	return false;
+}
+
+/*
+ * A task's name, printed with %*pE: a task chooses its own name
+ * (prctl(PR_SET_NAME)), and a newline in it must not start a line of the
+ * log.
+ */
+static int kpatch_comm_len(const char *comm)
+{
+	return strnlen(comm, TASK_COMM_LEN);
 }
 
 /*
@@ -4735,33 +2987,17 @@ static const char *kpatch_req_name(const struct kpatch_request *req)
 	return (req->add ?: req->remove)->kpmod->name;
 }
 
-/*
- * Does an update wait to remove @patch: an unpatch of it, or a replace?
- * For NULL: does an unpatch of any patch wait?
- */
-static bool kpatch_removal_waits(const struct kpatch_patch *patch)
-{
-	struct kpatch_waiting *w;
-
-	list_for_each_entry(w, &kpatch_waiting, list)
-		if (patch ? w->remove == patch || w->replace : !!w->remove)
-			return true;
-	return false;
-}
-
 /* ------------------------------------------------------------------------
  * Layer: moving busy tasks
- */
-
-/*
- * An update takes effect only at an instant when no task is in the code it
- * changes (kpatch_build_ranges()).  A task asleep in a read, a poll or a
- * futex wait there never gives one; on a fully preemptible kernel a hot
- * function rarely does, for some caller is always preempted in it.  When a
- * try is refused by such tasks, kpatch moves the user tasks among them out
- * of the way, holds them there, and runs the try again at once:
  *
- *   the try (kpatch_try())               a task it moves
+ * What it adds: an update takes effect only at an instant when no task is
+ * in the code it changes.  A task asleep in a read, a poll or a futex wait
+ * there never gives one; on a fully preemptible kernel a hot function
+ * rarely does, for some caller is always preempted in it.  When a run is
+ * refused by such tasks, kpatch moves the user tasks among them out of the
+ * way, holds them there, and runs the try again at once:
+ *
+ *   the try (kpatch_try_once())          a task it moves
  *
  *   run: refused, the tasks in the
  *   way listed (kpatch_stop_at())
@@ -4778,63 +3014,46 @@ static bool kpatch_removal_waits(const struct kpatch_patch *patch)
  *   the try done or given up: the     -> its call restarts, or it returns
  *     gate off, the tasks let go          to user space
  *
- * The gate is for a hot function: the callers not yet in the way when a
- * run was refused would be in it at the next, one in some dozens of
- * calls preempted in it; held at the return from their first call, they
- * are out of it for good.  It takes the slow path of the try's sites
- * (their target KPATCH_TARGET_SLOW while the state is IDLE, which gives
- * the first entry as the fast path would) and kpatch_gate_pass() there.
- * That may run in any task context -- inside __schedule(), say, from a
- * probe that calls a patched function after its task left the runqueue --
- * so it only claims a slot and pins the task: no task_work_add(), which
- * would wake the task it runs on (lost, off its runqueue, if that task
- * had blocked already) or allocate.  The mover, in process context,
- * queues the callback on it.  The mover itself is never gated.
+ * The gate is for a hot function: held at the return from their first
+ * call, its callers are out of it for good.  It takes the slow path of the
+ * try's sites (their target KPATCH_TARGET_SLOW while the state is IDLE,
+ * which gives the first entry as the fast path would), and
+ * kpatch_gate_pass() there.  That may run in any task context -- inside
+ * __schedule(), say -- so it only claims a slot and pins the task; the
+ * mover, in process context, queues the callback on it.
  *
- * Why a moved or held task runs no old code after the update takes
- * effect: it sleeps in kpatch_hold_fn() until the try that moved it has
- * ended, so it cannot go back in before the run that succeeds; that run
- * walks its stack inside stop_machine() like any other's (a task that ran
- * since the pre-walk is walked there) and finds it in the return path,
- * which is no code the update changes, or refuses.  Its interrupted call
- * restarts only after kpatch_hold_fn() has returned: in the version then
- * in effect.
- *
- * What the task sees, as with livepatch's fake signal: nothing is
- * delivered, TIF_NOTIFY_SIGNAL only ends an interruptible sleep; a call
- * that returns -ERESTARTSYS, -ERESTARTNOINTR, -ERESTARTNOHAND or
- * -ERESTART_RESTARTBLOCK is restarted by the kernel, as after a signal that
- * has no handler; a call that returns -EINTR on any signal (epoll_wait(),
- * for one) returns EINTR.  A preempted task finishes its call first.  A
- * fatal signal ends the hold at once; other signals wait for its end.
+ * Why a moved or held task runs no old code after the update takes effect:
+ * it sleeps in kpatch_hold_fn() until the try that moved it has ended, so
+ * it cannot go back in before the run that succeeds; that run walks its
+ * stack inside stop_machine() like any other's and finds it in the return
+ * path, which is no code the update changes, or refuses.  Its interrupted
+ * call restarts only after kpatch_hold_fn() has returned: in the version
+ * then in effect.  What the task sees, as with livepatch's fake signal, is
+ * in Documentation.txt ("Moving busy tasks").
  *
  * Never moved, and still named when they refuse: kernel threads and the
  * user workers that never return to user space (PF_IO_WORKER,
- * PF_USER_WORKER); a kernel thread asleep interruptibly is woken, once per
- * try, as livepatch does, since it may be waiting to leave, but not held.
- * Tasks in uninterruptible or killable sleep, which a fake signal does not
- * wake; exiting, stopped or traced tasks; the task that writes the
- * command; a task moved already that is not out yet.
- *
- * Bounds: the gate is on only while its try runs, under kpatch_mutex, so
- * no other try or dry run ever meets it, and a task is held at most for
- * KPATCH_MOVE_ROUNDS rounds of KPATCH_MOVE_WAIT_MS and their runs, never
- * across the sleep between two tries.
- *
- * Without it (move=N): a try refused by a sleeping or preempted task
- * waits and tries again, and fails once the retries are spent.
- * Price: about 480 lines and 2 KiB of code; nothing per call but while
- * the gate is on: then per call of a gated site a hash probe, and once per
- * task a claimed slot; per try that finds a task in its way, the gate and
- * the list of a run (about 15 KiB, freed when the try ends).
+ * PF_USER_WORKER); tasks in uninterruptible or killable sleep, which a
+ * fake signal does not wake; exiting, stopped or traced tasks; the task
+ * that writes the command; a task moved already that is not out yet.
+ * Bounds: the gate is on only while its try runs, under kpatch_mutex; a
+ * task is held at most for KPATCH_MOVE_ROUNDS rounds of
+ * KPATCH_MOVE_WAIT_MS and their runs, never across the sleep between two
+ * tries.
  *
  * kpatch.ko cannot go while a task may still run kpatch_hold_fn(): each
  * queued callback holds a reference on kpatch from its task_work_add() to
  * the last statement of the callback, which drops it, and kpatch_exit()
  * then waits with synchronize_rcu_tasks() for a task still in the
- * instructions after that: preempted there or running them, it has neither
- * switched voluntarily nor returned to user space, which the wait waits
- * for.  The gate outlives its try for as long as a callback holds it.
+ * instructions after that.  The gate outlives its try for as long as a
+ * callback holds it.
+ *
+ * Without it (move=N): a try refused by a sleeping or preempted task
+ * waits and tries again, and fails once the retries are spent.
+ * Price: about 300 lines; nothing per call but while the gate is on: then
+ * per call of a gated site the slow path, and once per task a claimed
+ * slot; per try that finds a task in its way, the gate and the list of a
+ * run (about 15 KiB, freed when the try ends).
  */
 static bool kpatch_move = true;
 module_param_named(move, kpatch_move, bool, 0644);
@@ -4850,24 +3069,23 @@ MODULE_PARM_DESC(move,
 #define KPATCH_MOVE_SWEEP_MS	10
 #define KPATCH_MOVE_ROUNDS	8
 
-/* Slots of the gate: tasks one try moves, holds or wakes, at most. */
+/* Tasks in the way that a run lists, at most. */
+#define KPATCH_BLOCKERS		64
+
+/* Slots of the gate: tasks one try moves or holds, at most. */
 #define KPATCH_GATE_BITS	8
 #define KPATCH_GATE_SLOTS	BIT(KPATCH_GATE_BITS)
 
 /*
- * A task the try moved, held, woke or marked: claimed by a cmpxchg of @task
- * from NULL, with a reference on it, and neither given back nor let go
- * until the try ends, so that the slot says "done already" and no other
- * task can come to have the same address meanwhile.  A slot the slow path
- * claimed is KPATCH_SLOT_CLAIMED until the mover queues @work on it
- * (KPATCH_SLOT_QUEUED); the mover's own claims go straight to
- * KPATCH_SLOT_QUEUED.
+ * A task the try moved or the gate caught: claimed by a cmpxchg of @task
+ * from NULL, after a reference on it was taken, and neither given back nor
+ * let go until the try ends, so that the slot says "done already" and no
+ * other task can come to have the same address meanwhile.  @queued is the
+ * mover's own: the callback is queued on the task.
  */
-enum { KPATCH_SLOT_FREE, KPATCH_SLOT_CLAIMED, KPATCH_SLOT_QUEUED };
-
 struct kpatch_slot {
 	struct task_struct *task;
-	int state;
+	bool queued;
 	struct callback_head work;
 	struct kpatch_gate *gate;
 };
@@ -4887,13 +3105,31 @@ struct kpatch_gate {
 	struct kpatch_slot slot[KPATCH_GATE_SLOTS];
 };
 
+/* A task in the way: @addr, or 0 if its stack is unreliable. */
+struct kpatch_blocker {
+	struct task_struct *task;	/* pinned, if it can be moved */
+	unsigned long addr;
+	pid_t pid;
+	char comm[TASK_COMM_LEN];
+};
+
 /*
- * kpatch_gate, the gate that the slow path passes tasks through, or NULL,
+ * What a try that moves tasks keeps, under kpatch_mutex: the tasks in the
+ * way its last run listed, and how many more; its gate; its rounds.
+ */
+struct kpatch_movers {
+	struct kpatch_blocker blockers[KPATCH_BLOCKERS];
+	unsigned int nr, more;
+	struct kpatch_gate *gate;
+	unsigned int rounds;
+	bool gating;
+};
+
+/*
+ * kpatch_gating, the gate that the slow path passes tasks through, or NULL,
  * is set and cleared under kpatch_mutex, read with preemption off in the
  * slow path, and freed only after kpatch_sync_preempt_off() has waited
- * for those reads (kpatch_movers_free()).  The acquire in
- * kpatch_gate_pass() pairs with the release that publishes it, after its
- * slots were zeroed.
+ * for those reads (kpatch_movers_free()).
  */
 
 /* Moved tasks wait on kpatch_hold_wq, the mover on kpatch_out_wq. */
@@ -4901,16 +3137,25 @@ static DECLARE_WAIT_QUEUE_HEAD(kpatch_hold_wq);
 static DECLARE_WAIT_QUEUE_HEAD(kpatch_out_wq);
 static bool kpatch_held_ever;
 
+static struct kpatch_movers *kpatch_movers_new(void);
+static bool kpatch_movable(struct task_struct *task);
+static void kpatch_hold_fn(struct callback_head *work);
+static struct kpatch_slot *kpatch_gate_claim(struct kpatch_gate *g,
+					     struct task_struct *task);
+static bool kpatch_gate_queue(struct kpatch_gate *g, struct kpatch_slot *s);
+static unsigned int kpatch_gate_sweep(struct kpatch_gate *g);
+static void kpatch_gate_on(struct kpatch_movers *m, struct kpatch_try *try);
+static void kpatch_move_wait(struct kpatch_gate *g);
+static void kpatch_gate_put(struct kpatch_gate *g);
+
 /*
  * Run of @try refused with @ret: move out the user tasks in its way that
  * can be moved, say whom, turn the gate on, and wait until every task held
- * is out, or for KPATCH_MOVE_WAIT_MS; wake the kernel threads that can be
- * woken, without a word: what happens next is up to each thread, and a
- * refusal names it as before.  The first refusal of a try only makes its
- * record, to list the tasks in the way at the next run.  Drops the
- * references the run took.  Returns whether to run again at once: some
- * task was moved, marked or came out since the run before, and the writer
- * was not killed (its write must then change nothing).
+ * is out, or for KPATCH_MOVE_WAIT_MS.  The first refusal of a try only
+ * makes its record, to list the tasks in the way at the next run.  Drops
+ * the references the run took.  Returns whether to run again at once:
+ * some task was moved, marked or came out since the run before, and the
+ * writer was not killed (its write must then change nothing).
  */
 static __cold bool kpatch_move_out(struct kpatch_try *try, int ret)
 {
@@ -4919,29 +3164,25 @@ static __cold bool kpatch_move_out(struct kpatch_try *try, int ret)
 	char who[8 * (TASK_COMM_LEN + 24)];
 	unsigned int i, moved = 0, marked, arrived;
 	struct kpatch_blocker *b;
+	struct kpatch_slot *s;
 	size_t len = 0;
 	bool ok;
 
 	lockdep_assert_held(&kpatch_mutex);
-	/* only this try's gate can be on: it is freed before the try ends */
-	WARN_ON_ONCE(kpatch_gate && (!m || kpatch_gate != m->gate));
-	/* a killed writer's update must not take effect: no run after it */
 	ok = ret == -EBUSY && (try->refused.why == KPATCH_BUSY ||
 			       try->refused.why == KPATCH_UNRELIABLE) &&
 	     !fatal_signal_pending(current);
 	if (!m) {
-		m = ok ? kpatch_movers_new() : NULL;
-		try->movers = m;
-		try->list = m ? &m->list : NULL;
-		return m;
+		try->movers = ok ? kpatch_movers_new() : NULL;
+		return try->movers;
 	}
 	ok &= ++m->rounds <= KPATCH_MOVE_ROUNDS;
-	for (i = 0; i < m->list.nr; i++) {
-		b = &m->list.blockers[i];
+	for (i = 0; i < m->nr; i++) {
+		b = &m->blockers[i];
 		if (!b->task)
 			continue;
-		if (ok && kpatch_move_one(m->gate, b->task, b->how) &&
-		    b->how == KPATCH_MOVED) {
+		s = ok ? kpatch_gate_claim(m->gate, b->task) : NULL;
+		if (s && kpatch_gate_queue(m->gate, s)) {
 			if (moved < 8)
 				len += scnprintf(who + len, sizeof(who) - len,
 						 "%spid %d (%*pE)",
@@ -4953,6 +3194,8 @@ static __cold bool kpatch_move_out(struct kpatch_try *try, int ret)
 		put_task_struct(b->task);
 		b->task = NULL;
 	}
+	m->nr = 0;
+	m->more = 0;
 	/* the tasks the gate marked since the last sweep: held, not named */
 	marked = ok ? kpatch_gate_sweep(m->gate) : 0;
 	if (!ok || (!moved && !marked && !atomic_read(&m->gate->pending)))
@@ -4988,8 +3231,162 @@ static struct kpatch_movers *kpatch_movers_new(void)
 	}
 	refcount_set(&m->gate->ref, 1);
 	m->gate->mover = current;
-	m->list.blockers = m->blockers;
 	return m;
+}
+
+/*
+ * @task, of the last refusal, is in the way.  A try that moves no task
+ * stops at the first; one that may move them lists it and goes on.
+ * Returns whether to stop.  The task cannot run meanwhile: it is blocked
+ * under its pi_lock (the pre-walk) or every CPU is stopped.
+ */
+static bool kpatch_stop_at(struct kpatch_try *try, struct task_struct *task)
+{
+	struct kpatch_movers *m = try->movers;
+	struct kpatch_blocker *b;
+
+	if (!m)
+		return true;
+	if (m->nr == KPATCH_BLOCKERS) {
+		m->more++;
+		return false;
+	}
+	b = &m->blockers[m->nr++];
+	b->addr = try->refused.why == KPATCH_BUSY ? try->refused.addr : 0;
+	b->pid = try->refused.pid;
+	memcpy(b->comm, try->refused.comm, sizeof(b->comm));
+	b->task = kpatch_movable(task) ? get_task_struct(task) : NULL;
+	return false;
+}
+
+/* At the end of a run's stack check: -EBUSY for the first task listed. */
+static int kpatch_listed(struct kpatch_try *try)
+{
+	struct kpatch_movers *m = try->movers;
+	struct kpatch_blocker *b;
+
+	if (!m || !m->nr)
+		return 0;
+	b = &m->blockers[0];
+	try->refused.why = b->addr ? KPATCH_BUSY : KPATCH_UNRELIABLE;
+	try->refused.addr = b->addr;
+	try->refused.pid = b->pid;
+	memcpy(try->refused.comm, b->comm, sizeof(b->comm));
+	return -EBUSY;
+}
+
+/*
+ * Can @task be moved (see above)?  A user task, preempted or asleep
+ * interruptibly: TWA_SIGNAL wakes only that.  It cannot run meanwhile
+ * (kpatch_stop_at()).
+ */
+static bool kpatch_movable(struct task_struct *task)
+{
+	if (task == current ||
+	    (task->flags & (PF_EXITING | PF_KTHREAD | PF_IO_WORKER |
+			    PF_USER_WORKER)))
+		return false;
+	return READ_ONCE(task->on_rq) ||
+	       (READ_ONCE(task->__state) & TASK_INTERRUPTIBLE);
+}
+
+/*
+ * From the slow path, while the gate is on: claim a slot for the calling
+ * user task, for the mover to hold it at its return to user space.  Any
+ * task context, preemption off, which keeps @g alive (see kpatch_gating):
+ * a cmpxchg and a reference taken, nothing that locks, wakes or
+ * allocates.
+ */
+static noinline void notrace kpatch_gate_pass(struct kpatch_gate *g)
+{
+	struct task_struct *task = current;
+
+	if (!in_task() || !task->mm || task == g->mover ||
+	    (task->flags & (PF_KTHREAD | PF_IO_WORKER | PF_USER_WORKER |
+			    PF_EXITING)) ||
+	    atomic_read(&g->claims) >= KPATCH_GATE_SLOTS)
+		return;
+	kpatch_gate_claim(g, task);
+}
+
+/*
+ * Claim a slot of @g for @task, pinned; NULL if it has one already, or
+ * none is free.  Lock-free: from the slow path in any task as well.  The
+ * reference is taken before the cmpxchg, whose full barrier orders it
+ * before the pointer that the sweep reads with an acquire.
+ */
+static struct kpatch_slot *notrace kpatch_gate_claim(struct kpatch_gate *g,
+						    struct task_struct *task)
+{
+	unsigned int h = hash_ptr(task, KPATCH_GATE_BITS), n;
+	struct task_struct *t;
+
+	get_task_struct(task);
+	for (n = 0; n < KPATCH_GATE_SLOTS; n++, h = (h + 1) % KPATCH_GATE_SLOTS) {
+		t = READ_ONCE(g->slot[h].task) ?:
+		    cmpxchg(&g->slot[h].task, NULL, task);
+		if (!t) {
+			atomic_inc(&g->claims);
+			return &g->slot[h];
+		}
+		if (t == task)
+			break;
+	}
+	put_task_struct(task);	/* never the last: @task is alive */
+	return NULL;
+}
+
+/*
+ * Queue kpatch_hold_fn() on the task of slot @s of @g, from process
+ * context.  False if it is past its last task work (exiting).
+ */
+static bool kpatch_gate_queue(struct kpatch_gate *g, struct kpatch_slot *s)
+{
+	s->queued = true;
+	s->gate = g;
+	init_task_work(&s->work, kpatch_hold_fn);
+	refcount_inc(&g->ref);
+	atomic_inc(&g->pending);
+	__module_get(THIS_MODULE);
+	if (!task_work_add(s->task, &s->work, TWA_SIGNAL))
+		return true;
+	module_put(THIS_MODULE);
+	atomic_dec(&g->pending);
+	refcount_dec(&g->ref);
+	return false;
+}
+
+/*
+ * Queue the callback on each task the slow path marked since the last
+ * sweep; how many.  The acquire pairs with the cmpxchg in
+ * kpatch_gate_claim(): @task is set and pinned.
+ */
+static unsigned int kpatch_gate_sweep(struct kpatch_gate *g)
+{
+	struct kpatch_slot *s;
+	unsigned int n = 0;
+
+	lockdep_assert_held(&kpatch_mutex);
+	for (s = g->slot; s < g->slot + KPATCH_GATE_SLOTS; s++)
+		if (!s->queued && smp_load_acquire(&s->task))
+			n += kpatch_gate_queue(g, s);
+	return n;
+}
+
+/* Calls of @try's sites take the slow path, and with it the gate. */
+static void kpatch_gate_on(struct kpatch_movers *m, struct kpatch_try *try)
+{
+	unsigned int i;
+
+	if (!m->gating) {
+		/* pairs with the acquire in kpatch_redirect_slow() */
+		smp_store_release(&kpatch_gating, m->gate);
+		m->gating = true;
+		kpatch_held_ever = true;
+	}
+	WARN_ON_ONCE(atomic_read(&kpatch_state) != KPATCH_STATE_IDLE);
+	for (i = 0; i < try->nr_sites; i++)
+		WRITE_ONCE(try->sites[i]->target, KPATCH_TARGET_SLOW);
 }
 
 /*
@@ -5007,188 +3404,6 @@ static void kpatch_move_wait(struct kpatch_gate *g)
 		wait_event_killable_timeout(kpatch_out_wq,
 					    !atomic_read(&g->pending),
 					    msecs_to_jiffies(KPATCH_MOVE_SWEEP_MS));
-}
-
-/*
- * Queue the callback on each task the slow path marked (claimed a slot
- * for) since the last sweep; how many.  The acquire pairs with the release
- * in kpatch_gate_pass(): @task is set and pinned.  Only the mover, under
- * kpatch_mutex, moves a slot on from KPATCH_SLOT_CLAIMED.
- */
-static unsigned int kpatch_gate_sweep(struct kpatch_gate *g)
-{
-	unsigned int n = 0;
-	struct kpatch_slot *s;
-
-	lockdep_assert_held(&kpatch_mutex);
-	for (s = g->slot; s < g->slot + KPATCH_GATE_SLOTS; s++) {
-		/* pairs with the release in kpatch_gate_pass() */
-		if (smp_load_acquire(&s->state) != KPATCH_SLOT_CLAIMED)
-			continue;
-		WRITE_ONCE(s->state, KPATCH_SLOT_QUEUED);
-		n += kpatch_gate_queue(g, s, s->task);
-	}
-	return n;
-}
-
-/*
- * @try ends: the gate off, the tasks it moved go on, and its record goes.
- * The gate itself goes with the last callback that holds it.
- */
-static void kpatch_movers_free(struct kpatch_try *try)
-{
-	struct kpatch_movers *m = try->movers;
-	unsigned int i;
-
-	lockdep_assert_held(&kpatch_mutex);
-	if (m->gating) {
-		WRITE_ONCE(kpatch_gate, NULL);
-		/* no slow path may still hold it: see kpatch_gate */
-		kpatch_sync_preempt_off();
-	}
-	for (i = 0; i < KPATCH_GATE_SLOTS; i++)
-		if (m->gate->slot[i].task)
-			put_task_struct(m->gate->slot[i].task);
-	WRITE_ONCE(m->gate->done, true);
-	wake_up_all(&kpatch_hold_wq);
-	kpatch_gate_put(m->gate);
-	kfree(m);
-	try->movers = NULL;
-}
-
-/*
- * What can be done about @task (see above)?  For a try and a dry run
- * alike; @task cannot run meanwhile (kpatch_stop_at()).
- */
-static enum kpatch_how kpatch_movable(const struct kpatch_try *try,
-				      struct task_struct *task)
-{
-	const struct kpatch_movers *m = try->movers;
-	unsigned int state = READ_ONCE(task->__state);
-	bool on_rq = READ_ONCE(task->on_rq);
-
-	if (!READ_ONCE(kpatch_move) || task == current ||
-	    (task->flags & PF_EXITING))
-		return KPATCH_STAYS;
-	/* moved, held, woken or marked already, and not out */
-	if (m && kpatch_gate_find(m->gate, task))
-		return KPATCH_STAYS;
-	if (task->flags & (PF_KTHREAD | PF_IO_WORKER | PF_USER_WORKER))
-		return !on_rq && (state & TASK_INTERRUPTIBLE) ?
-		       KPATCH_WOKEN : KPATCH_STAYS;
-	/* preempted, or asleep interruptibly: TWA_SIGNAL wakes only that */
-	return on_rq || (state & TASK_INTERRUPTIBLE) ? KPATCH_MOVED :
-						       KPATCH_STAYS;
-}
-
-/*
- * Move @task out of the way through a slot of @g: a user task gets
- * kpatch_hold_fn() queued; a kernel thread asleep interruptibly a wake-up
- * -- wake_up_state(task, TASK_INTERRUPTIBLE), which is not exported, as
- * the exported wake function of a wait queue entry does it -- which it
- * has to take as spurious, and may go back to sleep where it was.  True
- * if done.
- */
-static bool kpatch_move_one(struct kpatch_gate *g, struct task_struct *task,
-			    enum kpatch_how how)
-{
-	struct wait_queue_entry wait = { .private = task };
-	struct kpatch_slot *s = kpatch_gate_claim(g, task);
-
-	if (!s)
-		return false;
-	get_task_struct(task);
-	WRITE_ONCE(s->state, KPATCH_SLOT_QUEUED);
-	if (how == KPATCH_MOVED)
-		return kpatch_gate_queue(g, s, task);
-	default_wake_function(&wait, TASK_INTERRUPTIBLE, 0, NULL);
-	return true;
-}
-
-/* Calls of @try's sites take the slow path, and with it the gate. */
-static void kpatch_gate_on(struct kpatch_movers *m, struct kpatch_try *try)
-{
-	unsigned int i;
-
-	if (!m->gating) {
-		/* pairs with the acquire in kpatch_gate_pass() */
-		smp_store_release(&kpatch_gate, m->gate);
-		m->gating = true;
-		kpatch_held_ever = true;
-	}
-	WARN_ON_ONCE(atomic_read(&kpatch_state) != KPATCH_STATE_IDLE);
-	for (i = 0; i < try->nr_sites; i++)
-		WRITE_ONCE(try->sites[i]->target, KPATCH_TARGET_SLOW);
-}
-
-/*
- * From the slow path, while the gate is on: claim a slot for the calling
- * user task, for the mover to hold it at its return to user space.  Any
- * task context, preemption off, which keeps @g alive (see kpatch_gate):
- * a cmpxchg and a reference taken, nothing that locks, wakes or
- * allocates.  The release pairs with the acquire in kpatch_gate_sweep().
- */
-static noinline void notrace kpatch_gate_pass(void)
-{
-	/* pairs with the release in kpatch_gate_on() */
-	struct kpatch_gate *g = smp_load_acquire(&kpatch_gate);
-	struct kpatch_slot *s;
-
-	if (!g || !in_task() || !current->mm || current == g->mover ||
-	    (current->flags & (PF_KTHREAD | PF_IO_WORKER | PF_USER_WORKER |
-			       PF_EXITING)) ||
-	    atomic_read(&g->claims) >= KPATCH_GATE_SLOTS)
-		return;
-	s = kpatch_gate_claim(g, current);
-	if (!s)
-		return;
-	get_task_struct(current);
-	/* pairs with the acquire in kpatch_gate_sweep() */
-	smp_store_release(&s->state, KPATCH_SLOT_CLAIMED);
-}
-
-/*
- * Claim a slot of @g for @task; NULL if it has one already, or none is
- * free.  Lock-free: from the slow path in any task as well.
- */
-static struct kpatch_slot *notrace kpatch_gate_claim(struct kpatch_gate *g,
-						    struct task_struct *task)
-{
-	unsigned int h = hash_ptr(task, KPATCH_GATE_BITS), n;
-	struct task_struct *t;
-
-	for (n = 0; n < KPATCH_GATE_SLOTS; n++, h = (h + 1) % KPATCH_GATE_SLOTS) {
-		t = READ_ONCE(g->slot[h].task);
-		if (!t)
-			t = cmpxchg(&g->slot[h].task, NULL, task);
-		if (!t) {
-			atomic_inc(&g->claims);
-			return &g->slot[h];
-		}
-		if (t == task)
-			return NULL;
-	}
-	return NULL;
-}
-
-/*
- * Queue kpatch_hold_fn() on @task in slot @s of @g, from process context.
- * False if @task is past its last task work (exiting).
- */
-static bool kpatch_gate_queue(struct kpatch_gate *g, struct kpatch_slot *s,
-			      struct task_struct *task)
-{
-	s->gate = g;
-	init_task_work(&s->work, kpatch_hold_fn);
-	refcount_inc(&g->ref);
-	atomic_inc(&g->pending);
-	__module_get(THIS_MODULE);
-	if (!task_work_add(task, &s->work, TWA_SIGNAL))
-		return true;
-	module_put(THIS_MODULE);
-	atomic_dec(&g->pending);
-	refcount_dec(&g->ref);
-	return false;
 }
 
 /*
@@ -5211,21 +3426,35 @@ static void kpatch_hold_fn(struct callback_head *work)
 	module_put(THIS_MODULE);	/* see above, on kpatch_exit() */
 }
 
-/* The slot of @task in @g, or NULL. */
-static struct kpatch_slot *kpatch_gate_find(struct kpatch_gate *g,
-					    const struct task_struct *task)
+/*
+ * @try ends: the gate off and its sites' targets final again, the tasks it
+ * moved go on, and its record goes.  The gate itself goes with the last
+ * callback that holds it.
+ */
+static void kpatch_movers_free(struct kpatch_try *try)
 {
-	unsigned int h = hash_ptr(task, KPATCH_GATE_BITS), n;
-	struct task_struct *t;
+	struct kpatch_movers *m = try->movers;
+	struct kpatch_gate *g = m->gate;
+	unsigned int i;
 
-	for (n = 0; n < KPATCH_GATE_SLOTS; n++, h = (h + 1) % KPATCH_GATE_SLOTS) {
-		t = READ_ONCE(g->slot[h].task);
-		if (t == task)
-			return &g->slot[h];
-		if (!t)
-			return NULL;
+	lockdep_assert_held(&kpatch_mutex);
+	for (i = 0; i < m->nr; i++)
+		if (m->blockers[i].task)
+			put_task_struct(m->blockers[i].task);
+	if (m->gating) {
+		kpatch_final_targets(try);
+		WRITE_ONCE(kpatch_gating, NULL);
+		/* no slow path may still hold it: see kpatch_gating */
+		kpatch_sync_preempt_off();
 	}
-	return NULL;
+	for (i = 0; i < KPATCH_GATE_SLOTS; i++)
+		if (g->slot[i].task)
+			put_task_struct(g->slot[i].task);
+	WRITE_ONCE(g->done, true);
+	wake_up_all(&kpatch_hold_wq);
+	kpatch_gate_put(g);
+	kfree(m);
+	try->movers = NULL;
 }
 
 static void kpatch_gate_put(struct kpatch_gate *g)
@@ -5235,196 +3464,21 @@ static void kpatch_gate_put(struct kpatch_gate *g)
 }
 
 /* ------------------------------------------------------------------------
- * Layer: the dry run
- *
- * What it adds: `check patch|replace|unpatch ...`, which answers what the
- * command would do now, and lists every task in its way in the check file.
- * Without it: one learns only by trying.  Price: about 160 lines and
- * 1.1 KiB of code, and the text of the last answer; nothing per call.
- */
-
-/*
- * A dry run of @try->req: the stack check a try makes, with the same
- * ranges, pre-walk and stop_machine(), listing every task in the way, and
- * nothing that changes the kernel: no sysfs directory, no ftrace site, no
- * hook, no state but the pre-walk's cache.  So it refuses what a try at
- * the same moment would refuse.  Caller holds kpatch_mutex.
- */
-static __cold int kpatch_dry_run(struct kpatch_try *try)
-{
-	const struct kpatch_request *req = try->req;
-	int ret;
-
-	lockdep_assert_held(&kpatch_mutex);
-	req->check->blockers = kcalloc(KPATCH_CHECK_MAX,
-				       sizeof(*req->check->blockers),
-				       GFP_KERNEL);
-	if (!req->check->blockers)
-		return -ENOMEM;
-	ret = req->add ? kpatch_check_chain(req->add, req->replace) : 0;
-	ret = ret ?: kpatch_collect(try) ?: kpatch_build_ranges(try);
-	if (!ret && kpatch_checks(try) && READ_ONCE(kpatch_exiting_lost)) {
-		pr_err("check %s '%s': out of memory recording an exiting task earlier, kpatch cannot check every stack any more\n",
-		       req->verb, kpatch_req_name(req));
-		ret = -ENOMEM;
-	}
-	ret = ret ?: kpatch_prewalk(try);
-	if (!ret && kpatch_checks(try))
-		ret = stop_machine(kpatch_dry_cb, try, cpu_online_mask);
-	/* the update would apply once it has moved them all */
-	if (ret == -EBUSY && req->check->nr && !req->check->more &&
-	    kpatch_all_moved(req->check))
-		ret = 0;
-	kpatch_forget(try);
-	kpatch_free_ranges(try);
-	kpatch_uncollect(try);
-	return ret;
-}
-
-/*
- * The stop_machine() callback of a dry run: the first CPU walks the
- * stacks a try would walk there, as kpatch_check_stacks() argues, and
- * lists every task in the way; nothing changes, so no CPU waits for
- * another.
- */
-static int kpatch_dry_cb(void *data)
-{
-	struct kpatch_try *try = data;
-
-	if (atomic_inc_return(&try->cpus_in) != 1)
-		return 0;
-	return kpatch_check_stacks(try);
-}
-
-/* Would an update move every task in @chk out of its way? */
-static bool kpatch_all_moved(const struct kpatch_check *chk)
-{
-	unsigned int i;
-
-	for (i = 0; i < chk->nr; i++)
-		if (chk->blockers[i].how != KPATCH_MOVED)
-			return false;
-	return true;
-}
-
-/*
- * The check file: the result of the last `check`, written whole under
- * kpatch_mutex and freed at unload.
- */
-static char *kpatch_check_text;
-
-/*
- * Log the answer of `check VERB NAME ...` and keep it for the check file:
- * "VERB NAME ERRNO", then "PID WHERE COMM" for each task in the way, or
- * "moved PID WHERE COMM" for one the update would move out of it.  A
- * kernel thread it would wake is listed as one that stays: whether it
- * leaves is up to the thread.
- */
-static __cold void kpatch_check_record(const char *verb, const char *name,
-				       int ret, struct kpatch_check *chk)
-{
-	size_t size = 2 * KPATCH_NAME_MAX + 32 +
-		      chk->nr * (KSYM_SYMBOL_LEN + 4 * TASK_COMM_LEN + 24);
-	char where[KSYM_SYMBOL_LEN], *text;
-	struct kpatch_blocker *b;
-	unsigned int i;
-	bool moved;
-	int len;
-
-	if (!ret && chk->nr)
-		pr_info("check %s '%s': would apply, moving %u task%s out of the way\n",
-			verb, name, chk->nr, chk->nr == 1 ? "" : "s");
-	else if (!ret)
-		pr_info("check %s '%s': would apply now\n", verb, name);
-	else if (chk->nr)
-		pr_info("check %s '%s': would fail (%d): %u task%s in the way\n",
-			verb, name, ret, chk->nr + chk->more,
-			chk->nr + chk->more == 1 ? "" : "s");
-	else
-		pr_info("check %s '%s': would fail (%d)\n", verb, name, ret);
-
-	text = kmalloc(size, GFP_KERNEL);
-	len = text ? scnprintf(text, size, "%s %s %d\n", verb, name, ret) : 0;
-	for (i = 0; i < chk->nr; i++) {
-		b = &chk->blockers[i];
-		moved = b->how == KPATCH_MOVED;
-		if (b->addr) {
-			pr_info("check %s '%s': pid %d (%*pE) in %pS%s\n", verb,
-				name, b->pid, kpatch_comm_len(b->comm), b->comm,
-				(void *)b->addr,
-				moved ? ", which it would move out of the way" : "");
-			kpatch_sym_name(where, b->addr, true);
-		} else {
-			pr_info("check %s '%s': pid %d (%*pE): stack cannot be walked reliably%s\n",
-				verb, name, b->pid, kpatch_comm_len(b->comm),
-				b->comm,
-				moved ? ", which it would move out of the way" : "");
-			strscpy(where, "unreliable", sizeof(where));
-		}
-		if (text)
-			len += scnprintf(text + len, size - len,
-					 "%s%d %s %*pE\n", moved ? "moved " : "",
-					 b->pid, where,
-					 kpatch_comm_len(b->comm), b->comm);
-	}
-	if (chk->more) {
-		pr_info("check %s '%s': and %u more\n", verb, name, chk->more);
-		if (text)
-			scnprintf(text + len, size - len, "+%u more\n",
-				  chk->more);
-	}
-	kfree(chk->blockers);
-
-	mutex_lock(&kpatch_mutex);
-	kfree(kpatch_check_text);
-	kpatch_check_text = text;
-	mutex_unlock(&kpatch_mutex);
-}
-
-/*
- * "symbol+0xoff/0xsize", or "module:symbol+0xoff/0xsize" for a module
- * function; with @offset false, only the name ("symbol", "module:symbol").
- */
-static __cold void kpatch_sym_name(char *buf, unsigned long addr, bool offset)
-{
-	char sym[KSYM_SYMBOL_LEN], *mod;
-	unsigned long start, size;
-
-	if (!kpatch_symbol(addr, sym, &start, &size, &mod))
-		scnprintf(buf, KSYM_SYMBOL_LEN, "%#lx", addr);
-	else if (offset)
-		scnprintf(buf, KSYM_SYMBOL_LEN, "%s%s%s+%#lx/%#lx", mod ?: "",
-			  mod ? ":" : "", sym, addr - start, size);
-	else
-		scnprintf(buf, KSYM_SYMBOL_LEN, "%s%s%s", mod ?: "",
-			  mod ? ":" : "", sym);
-}
-
-/* ------------------------------------------------------------------------
  * The API: patches from modules
  */
 
 /*
- * Disable @patch, or with @chk only say whether that would work now.
- * Caller holds kpatch_mutex; it is dropped while the update waits between
- * tries, and nobody else removes @patch meanwhile (kpatch_removal_waits()).
- * On success the record of @patch is freed.
+ * Disable @patch.  Caller holds kpatch_mutex.  On success the record of
+ * @patch is freed.
  */
-static __cold int kpatch_disable(struct kpatch_patch *patch,
-				 struct kpatch_check *chk)
+static __cold int kpatch_disable(struct kpatch_patch *patch)
 {
 	struct kpatch_request req = {
 		.verb = "unpatch",
 		.remove = patch,
-		.check = chk,
 	};
 
 	lockdep_assert_held(&kpatch_mutex);
-	if (kpatch_removal_waits(patch)) {
-		pr_err("unpatch '%s' refused: an unpatch of it or a replace waits to try again\n",
-		       patch->kpmod->name);
-		return -EBUSY;
-	}
 	return kpatch_update(&req);
 }
 
@@ -5441,7 +3495,7 @@ struct kpatch_loading {
 	struct module *mod;
 };
 
-static LIST_HEAD(kpatch_loading);
+static LIST_HEAD(kpatch_loading_list);
 static DEFINE_SPINLOCK(kpatch_loading_lock);
 
 /* Take @mod's entries off the list, and put @add on it; had it any? */
@@ -5452,11 +3506,11 @@ static bool kpatch_loading_swap(struct module *mod, struct kpatch_loading *add)
 	bool had;
 
 	spin_lock(&kpatch_loading_lock);
-	list_for_each_entry_safe(l, tmp, &kpatch_loading, list)
+	list_for_each_entry_safe(l, tmp, &kpatch_loading_list, list)
 		if (l->mod == mod)
 			list_move(&l->list, &gone);
 	if (add)
-		list_add(&add->list, &kpatch_loading);
+		list_add(&add->list, &kpatch_loading_list);
 	spin_unlock(&kpatch_loading_lock);
 	had = !list_empty(&gone);
 	list_for_each_entry_safe(l, tmp, &gone, list)
@@ -5498,7 +3552,8 @@ static bool kpatch_writable(const struct module *mod, const void *p,
 /**
  * kpatch_register() - enable a patch provided by a patch module
  * @kpmod:   the patch; @kpmod->mod, ->funcs and ->num_funcs filled in, and
- *           in each function ->old_addr and ->new_addr (sizes optional)
+ *           in each function ->old_addr and ->new_addr (sizes optional);
+ *           ->hooks as the patch needs them
  * @replace: also remove every other enabled patch, in the same step
  *
  * Redirects every old function of @kpmod to its new function, atomically
@@ -5516,9 +3571,9 @@ static bool kpatch_writable(const struct module *mod, const void *p,
  * Context: process context; sleeps.
  * Return: 0 on success; -EINVAL for a bad address, size or argument
  * (@kpmod in init memory, read-only or on the stack included), -EEXIST
- * when a patch of that name is enabled or waits to be tried again, or
- * when /sys/kernel/kpatch/patches/<name> exists (kpatch makes it), -EBUSY
- * when a function is still in use after the retries or ftrace refused it,
+ * when a patch of that name is enabled, or when
+ * /sys/kernel/kpatch/patches/<name> exists (kpatch makes it), -EBUSY when
+ * a function is still in use after the retries or ftrace refused it,
  * -ENODEV when @kpmod->mod is going away, -ENOMEM, or what a pre or stop
  * hook returned.  On failure nothing has changed, neither in the kernel
  * nor in @kpmod and its functions.
@@ -5526,6 +3581,7 @@ static bool kpatch_writable(const struct module *mod, const void *p,
 int kpatch_register(struct kpatch_module *kpmod, bool replace)
 {
 	struct kpatch_loading *loading;
+	struct kpatch_patch *patch;
 	const char *name;
 	int ret;
 
@@ -5555,10 +3611,20 @@ int kpatch_register(struct kpatch_module *kpmod, bool replace)
 	if (!kpmod->enabled) {
 		name = kpmod->name;
 		kpmod->name = kpmod->mod->name;
-		ret = kpatch_enable(kpmod, false, replace, NULL);
+		ret = kpatch_enable(kpmod, false, replace);
 		if (ret)
 			kpmod->name = name;
 	}
+	/*
+	 * A loading module with no patch enabled goes without waiting for
+	 * kpatch_mutex, which a hook may hold while it takes the module
+	 * notifiers' lock (Documentation.txt, "Rules").
+	 */
+	list_for_each_entry(patch, &kpatch_patches, list)
+		if (patch->kpmod->mod == kpmod->mod)
+			break;
+	if (ret && &patch->list == &kpatch_patches)
+		kpatch_loading_swap(kpmod->mod, NULL);
 	mutex_unlock(&kpatch_mutex);
 	return ret;
 }
@@ -5575,9 +3641,8 @@ EXPORT_SYMBOL_GPL(kpatch_register);
  * Context: process context; sleeps.
  * Return: 0 on success; -EINVAL if @kpmod is not enabled (for instance
  * because `unpatch` or a replacing patch already removed it); -EBUSY when
- * a function is still in use after the retries, or when an `unpatch` of
- * the same patch or a `replace` waits between its tries; -ENOMEM.  On
- * failure the patch stays enabled.
+ * a function is still in use after the retries; -ENOMEM.  On failure the
+ * patch stays enabled.
  */
 int kpatch_unregister(struct kpatch_module *kpmod)
 {
@@ -5587,7 +3652,7 @@ int kpatch_unregister(struct kpatch_module *kpmod)
 	mutex_lock(&kpatch_mutex);
 	list_for_each_entry(patch, &kpatch_patches, list)
 		if (patch->kpmod == kpmod) {
-			ret = kpatch_disable(patch, NULL);
+			ret = kpatch_disable(patch);
 			break;
 		}
 	mutex_unlock(&kpatch_mutex);
@@ -5597,8 +3662,8 @@ EXPORT_SYMBOL_GPL(kpatch_unregister);
 
 /*
  * A module is going away.  If it is the patch module of an enabled patch,
- * its load failed after it registered the patch (kpatch_loading).  The
- * kernel frees such a module right after its GOING notifiers, whatever
+ * its load failed after it registered the patch (kpatch_loading_list).
+ * The kernel frees such a module right after its GOING notifiers, whatever
  * its reference count, so the patch must be out before this returns:
  * kpatch tries until the stack check lets it, however long that takes
  * (see Documentation.txt).  This notifier runs first (INT_MAX): the
@@ -5634,7 +3699,7 @@ static __cold int kpatch_module_going(struct notifier_block *nb,
 			pr_warn("module %s is going away with its patch enabled (its init failed): taking the patch out\n",
 				mod->name);
 		told = patch->kpmod;
-		ret = kpatch_disable(patch, NULL);
+		ret = kpatch_disable(patch);
 		if (!ret)
 			continue;
 		pr_err("cannot take patch '%s' out (%d); trying again in 1 s, its module is freed after that\n",
@@ -5656,6 +3721,8 @@ struct kobject *kpatch_patches_kobj;
 EXPORT_SYMBOL_GPL(kpatch_patches_kobj);
 
 static struct dentry *kpatch_debugfs_dir;
+
+static int kpatch_run_command(char *cmd);
 
 static __cold ssize_t kpatch_control_write(struct file *file,
 					   const char __user *ubuf,
@@ -5694,58 +3761,6 @@ out:
 	return ret ? ret : count;
 }
 
-static int kpatch_run_command(char *cmd)
-{
-	struct kpatch_check check = {}, *chk = NULL;
-	char **tok, **t, *p;
-	int ntok = 0, n, ret;
-
-	tok = kmalloc_array(strlen(cmd) / 2 + 2, sizeof(*tok), GFP_KERNEL);
-	if (!tok)
-		return -ENOMEM;
-	while ((p = strsep(&cmd, " \t")))
-		if (*p)
-			tok[ntok++] = p;
-
-	/* `check VERB ...` is VERB ... as a dry run. */
-	t = tok;
-	n = ntok;
-	if (n && !strcmp(t[0], "check")) {
-		chk = &check;
-		t++;
-		n--;
-	}
-
-	ret = -EINVAL;
-	if (!ntok) {
-		pr_err("empty command\n");
-	} else if (chk && (!n || !kpatch_is_verb(t[0]))) {
-		pr_err("check: expected patch, replace or unpatch, then its arguments\n");
-	} else if (!kpatch_is_verb(t[0])) {
-		pr_err("unknown command '%*pE' (expected patch, replace, unpatch or check)\n",
-		       kpatch_echo_len(t[0]), t[0]);
-	} else if (n < 2 || !kpatch_valid_name(t[1])) {
-		pr_err("%s: the name must be 1 to %d characters of A-Z a-z 0-9 _ -\n",
-		       t[0], KPATCH_NAME_MAX);
-	} else {
-		if (!strcmp(t[0], "unpatch"))
-			ret = kpatch_cmd_unpatch(t, n, chk);
-		else
-			ret = kpatch_cmd_patch(t, n, !strcmp(t[0], "replace"),
-					       chk);
-		if (chk)
-			kpatch_check_record(t[0], t[1], ret, chk);
-	}
-	kfree(tok);
-	return ret;
-}
-
-static bool kpatch_is_verb(const char *word)
-{
-	return !strcmp(word, "patch") || !strcmp(word, "replace") ||
-	       !strcmp(word, "unpatch");
-}
-
 /*
  * How much of a rejected word from the user to echo to the log: it is
  * printed with %*pE (non-printing bytes escaped), cut at KPATCH_ECHO_MAX.
@@ -5770,69 +3785,33 @@ static bool kpatch_valid_name(const char *name)
 	return len >= 1 && len <= KPATCH_NAME_MAX;
 }
 
-/*
- * `patch|replace NAME OLD NEW [OLD NEW ...] [HOOK=ADDR ...]`, or with @chk
- * its dry run.  A word with '=' is a hook, wherever it stands after NAME;
- * the other words are the address pairs, in order.
- */
-static int kpatch_cmd_patch(char **tok, int ntok, bool replace,
-			    struct kpatch_check *chk)
+static int kpatch_run_command(char *cmd)
 {
-	const char *verb = tok[0];
-	struct kpatch_module *kpmod;
-	int i, nwords = 0, ret = -ENOMEM;
+	char **tok, *p;
+	int ntok = 0, ret = -EINVAL;
 
-	kpmod = kzalloc(sizeof(*kpmod), GFP_KERNEL);
-	if (!kpmod)
+	tok = kmalloc_array(strlen(cmd) / 2 + 2, sizeof(*tok), GFP_KERNEL);
+	if (!tok)
 		return -ENOMEM;
-	kpmod->name = kstrdup(tok[1], GFP_KERNEL);
-	if (!kpmod->name)
-		goto err;
-	/* Hooks out; the pairs move up in place, behind NAME. */
-	for (i = 2; i < ntok; i++) {
-		if (!strchr(tok[i], '=')) {
-			tok[2 + nwords++] = tok[i];
-			continue;
-		}
-		ret = kpatch_parse_hook(kpmod, verb, tok[i]);
-		if (ret)
-			goto err;
+	while ((p = strsep(&cmd, " \t")))
+		if (*p)
+			tok[ntok++] = p;
+
+	if (!ntok) {
+		pr_err("empty command\n");
+	} else if (strcmp(tok[0], "patch") && strcmp(tok[0], "replace") &&
+		   strcmp(tok[0], "unpatch")) {
+		pr_err("unknown command '%*pE' (expected patch, replace or unpatch)\n",
+		       kpatch_echo_len(tok[0]), tok[0]);
+	} else if (ntok < 2 || !kpatch_valid_name(tok[1])) {
+		pr_err("%s: the name must be 1 to %d characters of A-Z a-z 0-9 _ -\n",
+		       tok[0], KPATCH_NAME_MAX);
+	} else if (!strcmp(tok[0], "unpatch")) {
+		ret = kpatch_cmd_unpatch(tok, ntok);
+	} else {
+		ret = kpatch_cmd_patch(tok, ntok, !strcmp(tok[0], "replace"));
 	}
-	ret = -EINVAL;
-	if (nwords < 2 || nwords % 2) {
-		pr_err("%s: expected NAME and OLD NEW address pairs\n", verb);
-		goto err;
-	}
-
-	kpmod->num_funcs = nwords / 2;
-	kpmod->funcs = kcalloc(kpmod->num_funcs, sizeof(*kpmod->funcs),
-			       GFP_KERNEL);
-	ret = -ENOMEM;
-	if (!kpmod->funcs)
-		goto err;
-
-	for (i = 0; i < kpmod->num_funcs; i++) {
-		struct kpatch_func *func = &kpmod->funcs[i];
-		const char *old = tok[2 + 2 * i], *new = tok[3 + 2 * i];
-
-		ret = -EINVAL;
-		if (kpatch_parse_addr(old, &func->old_addr) ||
-		    kpatch_parse_addr(new, &func->new_addr)) {
-			pr_err("%s %s: '%*pE %*pE' is not a pair of hexadecimal addresses\n",
-			       verb, kpmod->name, kpatch_echo_len(old), old,
-			       kpatch_echo_len(new), new);
-			goto err;
-		}
-	}
-
-	mutex_lock(&kpatch_mutex);
-	ret = kpatch_enable(kpmod, true, replace, chk);	/* takes kpmod */
-	mutex_unlock(&kpatch_mutex);
-	return ret;
-err:
-	kfree(kpmod->funcs);
-	kfree(kpmod->name);
-	kfree(kpmod);
+	kfree(tok);
 	return ret;
 }
 
@@ -5845,40 +3824,52 @@ static __cold int kpatch_parse_addr(const char *tok, unsigned long *addr)
 	return *tok == '+' || kstrtoul(tok, 16, addr) ? -EINVAL : 0;
 }
 
-/* Parse the word `HOOK=ADDR` into @kpmod->hooks. */
-static int kpatch_parse_hook(struct kpatch_module *kpmod, const char *verb,
-			     const char *word)
+/* `patch|replace NAME OLD NEW [OLD NEW ...]` */
+static int kpatch_cmd_patch(char **tok, int ntok, bool replace)
 {
-	size_t len = strchr(word, '=') - word;
-	unsigned long addr;
-	int h;
+	const char *verb = tok[0], *old, *new;
+	struct kpatch_module *kpmod;
+	int i, ret;
 
-	for (h = 0; h < KPATCH_NR_HOOKS; h++)
-		if (strlen(kpatch_hook_names[h]) == len &&
-		    !strncmp(word, kpatch_hook_names[h], len))
-			break;
-	if (h == KPATCH_NR_HOOKS) {
-		pr_err("%s %s: '%*pE' names no hook (pre-, stop-, undo- or post-, then patch or unpatch)\n",
-		       verb, kpmod->name, kpatch_echo_len(word), word);
+	if (ntok < 4 || ntok % 2) {
+		pr_err("%s: expected NAME and OLD NEW address pairs\n", verb);
 		return -EINVAL;
 	}
-	if (kpmod->hooks[h]) {
-		pr_err("%s %s: the %s hook is given twice\n", verb, kpmod->name,
-		       kpatch_hook_names[h]);
-		return -EINVAL;
+	kpmod = kzalloc(sizeof(*kpmod), GFP_KERNEL);
+	if (!kpmod)
+		return -ENOMEM;
+	kpmod->num_funcs = (ntok - 2) / 2;
+	kpmod->name = kstrdup(tok[1], GFP_KERNEL);
+	kpmod->funcs = kcalloc(kpmod->num_funcs, sizeof(*kpmod->funcs),
+			       GFP_KERNEL);
+	ret = -ENOMEM;
+	if (!kpmod->name || !kpmod->funcs)
+		goto err;
+
+	for (i = 0; i < kpmod->num_funcs; i++) {
+		old = tok[2 + 2 * i];
+		new = tok[3 + 2 * i];
+		ret = -EINVAL;
+		if (kpatch_parse_addr(old, &kpmod->funcs[i].old_addr) ||
+		    kpatch_parse_addr(new, &kpmod->funcs[i].new_addr)) {
+			pr_err("%s %s: '%*pE %*pE' is not a pair of hexadecimal addresses\n",
+			       verb, kpmod->name, kpatch_echo_len(old), old,
+			       kpatch_echo_len(new), new);
+			goto err;
+		}
 	}
-	if (kpatch_parse_addr(word + len + 1, &addr) || !addr) {
-		pr_err("%s %s: '%*pE' is not %s=ADDRESS (hexadecimal, not 0)\n",
-		       verb, kpmod->name, kpatch_echo_len(word), word,
-		       kpatch_hook_names[h]);
-		return -EINVAL;
-	}
-	kpmod->hooks[h] = (kpatch_hook_t)addr;
-	return 0;
+
+	mutex_lock(&kpatch_mutex);
+	ret = kpatch_enable(kpmod, true, replace);	/* takes kpmod */
+	mutex_unlock(&kpatch_mutex);
+	return ret;
+err:
+	kpatch_own_free(kpmod);
+	return ret;
 }
 
-/* `unpatch NAME`, or with @chk its dry run */
-static int kpatch_cmd_unpatch(char **tok, int ntok, struct kpatch_check *chk)
+/* `unpatch NAME` */
+static int kpatch_cmd_unpatch(char **tok, int ntok)
 {
 	struct kpatch_patch *patch;
 	int ret;
@@ -5894,7 +3885,7 @@ static int kpatch_cmd_unpatch(char **tok, int ntok, struct kpatch_check *chk)
 		pr_err("unpatch %s: no such patch\n", tok[1]);
 		ret = -ENOENT;
 	} else {
-		ret = kpatch_disable(patch, chk);
+		ret = kpatch_disable(patch);
 	}
 	mutex_unlock(&kpatch_mutex);
 	return ret;
@@ -5906,6 +3897,19 @@ static const struct file_operations kpatch_control_fops = {
 	.write	= kpatch_control_write,
 	.llseek	= noop_llseek,
 };
+
+/* The name of the function at @addr: "symbol", or "module:symbol". */
+static __cold void kpatch_sym_name(char *buf, unsigned long addr)
+{
+	char sym[KSYM_SYMBOL_LEN], *mod;
+	unsigned long start, size;
+
+	if (!kpatch_symbol(addr, sym, &start, &size, &mod))
+		scnprintf(buf, KSYM_SYMBOL_LEN, "%#lx", addr);
+	else
+		scnprintf(buf, KSYM_SYMBOL_LEN, "%s%s%s", mod ?: "",
+			  mod ? ":" : "", sym);
+}
 
 /*
  * One line per patched function, oldest patch first:
@@ -5921,19 +3925,13 @@ static __cold int kpatch_patches_show(struct seq_file *m, void *v)
 	struct kpatch_entry *e;
 	unsigned int i;
 
-	/*
-	 * After a read of this file, ftrace's enabled_functions shows what
-	 * the last update decided: jmp sites it left on the guard become
-	 * jmps first (kpatch_settle_fn()).
-	 */
-	flush_delayed_work(&kpatch_settle_work);
 	mutex_lock(&kpatch_mutex);
 	list_for_each_entry(patch, &kpatch_patches, list) {
 		kpmod = patch->kpmod;
 		for (i = 0; i < patch->nr; i++) {
 			e = &patch->entries[i];
-			kpatch_sym_name(old, e->old_addr, false);
-			kpatch_sym_name(new, e->new_addr, false);
+			kpatch_sym_name(old, e->old_addr);
+			kpatch_sym_name(new, e->new_addr);
 			seq_printf(m, "%s %s+%#lx %016lx %s+%#lx %016lx %s\n",
 				   kpmod->name, old, e->old_size, e->old_addr,
 				   new, e->new_size, e->new_addr,
@@ -5942,8 +3940,7 @@ static __cold int kpatch_patches_show(struct seq_file *m, void *v)
 		for (i = 0; i < KPATCH_NR_HOOKS; i++) {
 			if (!kpmod->hooks[i])
 				continue;
-			kpatch_sym_name(new, (unsigned long)kpmod->hooks[i],
-					false);
+			kpatch_sym_name(new, (unsigned long)kpmod->hooks[i]);
 			seq_printf(m, "%s %s %s %016lx\n", kpmod->name,
 				   kpatch_hook_names[i], new,
 				   (unsigned long)kpmod->hooks[i]);
@@ -5954,17 +3951,6 @@ static __cold int kpatch_patches_show(struct seq_file *m, void *v)
 }
 DEFINE_SHOW_ATTRIBUTE(kpatch_patches);
 
-/* The result of the last `check`: see kpatch_check_record(). */
-static __cold int kpatch_check_show(struct seq_file *m, void *v)
-{
-	mutex_lock(&kpatch_mutex);
-	if (kpatch_check_text)
-		seq_puts(m, kpatch_check_text);
-	mutex_unlock(&kpatch_mutex);
-	return 0;
-}
-DEFINE_SHOW_ATTRIBUTE(kpatch_check);
-
 /* ------------------------------------------------------------------------
  * init and exit
  */
@@ -5974,7 +3960,6 @@ DEFINE_SHOW_ATTRIBUTE(kpatch_check);
  * called, only for its FTRACE_OPS_FL_PERMANENT: while it is there,
  * `sysctl kernel.ftrace_enabled=0` is refused instead of silently
  * unpatching the kernel, and kpatch does not load while ftrace is off.
- * Direct calls cannot carry that flag (ftrace sets their flags).
  */
 static void notrace kpatch_anchor_handler(unsigned long ip,
 					  unsigned long parent_ip,
@@ -5993,30 +3978,6 @@ static noinline void kpatch_ftrace_anchor(void)
 	barrier();
 }
 
-/*
- * Where the kernel's returns jump, if they are jumps to a return thunk:
- * the alternatives make every return of vmlinux and of every module the
- * same at boot and at load, so a function of kpatch's own tells.
- */
-static void kpatch_find_return_thunk(void)
-{
-	const u8 *p = (const u8 *)kpatch_ftrace_anchor;
-	enum kpatch_insn kind;
-	unsigned long target;
-	unsigned int i, len;
-
-	for (i = 0; i < 64; i += len) {
-		len = kpatch_decode(p + i, 64 - i, (unsigned long)p + i, &kind,
-				    &target);
-		if (!len || kind == KPATCH_INSN_RET)
-			return;
-		if (kind == KPATCH_INSN_JUMP) {
-			kpatch_return_thunk = target;
-			return;
-		}
-	}
-}
-
 static struct notifier_block kpatch_module_nb = {
 	.notifier_call = kpatch_module_going,
 	.priority = INT_MAX,	/* first: see kpatch_module_going() */
@@ -6026,7 +3987,6 @@ static int __init kpatch_init(void)
 {
 	int ret;
 
-	kpatch_find_return_thunk();
 	ret = ftrace_set_filter_ip(&kpatch_anchor_ops,
 				   (unsigned long)kpatch_ftrace_anchor, 0, 1);
 	if (!ret)
@@ -6058,8 +4018,6 @@ static int __init kpatch_init(void)
 			    &kpatch_control_fops);
 	debugfs_create_file("patches", 0400, kpatch_debugfs_dir, NULL,
 			    &kpatch_patches_fops);
-	debugfs_create_file("check", 0400, kpatch_debugfs_dir, NULL,
-			    &kpatch_check_fops);
 	return 0;
 
 err_notifier:
@@ -6075,19 +4033,12 @@ err_filter:
 
 static void __exit kpatch_exit(void)
 {
-	int bkt;
-
 	/*
 	 * Every enabled patch and every site holds a reference on this
 	 * module (see struct kpatch_site): none is left.
 	 */
 	WARN_ON(!list_empty(&kpatch_patches));
-	for (bkt = 0; kpatch_sites && bkt < KPATCH_SITE_CHAINS; bkt++)
-		WARN_ON(!hlist_empty(&kpatch_sites[bkt]));
-	WARN_ON(kpatch_fops_nr);
-	WARN_ON(!list_empty(&kpatch_ways_in));
-	/* queued by an update whose sites are all gone since */
-	cancel_delayed_work_sync(&kpatch_settle_work);
+	WARN_ON(!hash_empty(kpatch_sites));
 	/* a task may still be in the last instructions of kpatch_hold_fn() */
 	if (kpatch_held_ever)
 		synchronize_rcu_tasks();
@@ -6097,17 +4048,14 @@ static void __exit kpatch_exit(void)
 	kpatch_kobj_remove(&kpatch_root_kobj);
 	unregister_module_notifier(&kpatch_module_nb);
 	/* a module still loading whose kpatch_register() failed */
-	while (!list_empty(&kpatch_loading))
-		kpatch_loading_swap(list_first_entry(&kpatch_loading,
+	while (!list_empty(&kpatch_loading_list))
+		kpatch_loading_swap(list_first_entry(&kpatch_loading_list,
 						     struct kpatch_loading,
 						     list)->mod, NULL);
 	kpatch_exiting_stop(ARRAY_SIZE(kpatch_tps));
 	unregister_ftrace_function(&kpatch_anchor_ops);
 	ftrace_free_filter(&kpatch_anchor_ops);
 	ftrace_free_filter(&kpatch_probe_ops);
-	ftrace_free_filter(&kpatch_fops);
-	kfree(kpatch_check_text);
-	kfree(kpatch_sites);
 }
 
 module_init(kpatch_init);

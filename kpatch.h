@@ -134,11 +134,6 @@ enum kpatch_test_point {
 	 * before it allocates; without kpatch_mutex held
 	 */
 	KPATCH_TEST_REFILL,
-	/* before each try to take ips out of the shared ftrace_ops's
-	 * filter (not its unregistering), in the task of the update or of
-	 * the work item, kpatch_mutex held
-	 */
-	KPATCH_TEST_FILTER,
 };
 
 typedef void (*kpatch_test_hook_t)(enum kpatch_test_point point);

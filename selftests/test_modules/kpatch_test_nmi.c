@@ -770,7 +770,6 @@ static void kpatch_nmi_hook(enum kpatch_test_point point)
 		atomic_long_inc(&kpatch_nmi_updates);
 		break;
 	case KPATCH_TEST_REFILL:	/* not an update */
-	case KPATCH_TEST_FILTER:	/* not the callback */
 		break;
 	}
 }

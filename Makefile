@@ -97,11 +97,11 @@ testbed-purge:
 check: testbed
 	selftests/harness/testbed.sh run
 
-# The fastest scripts that cover the core: the module API, both redirect
-# paths, every refused command, replace, stacking, the stack check's
-# waits and busy functions.  Override to choose others:
+# The fastest scripts that cover the core: the module API, the redirect's
+# ftrace sites, every refused command, replace, stacking, the stack
+# check's waits and busy functions.  Override to choose others:
 # make check-quick QUICK_TESTS='api nmi'.
-QUICK_TESTS ?= 00-taint api busy direct errors replace stacking waiting
+QUICK_TESTS ?= 00-taint api busy errors replace sites stacking waiting
 
 check-quick:
 	selftests/harness/testbed.sh setup --demo

@@ -1,33 +1,22 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 #
-# test-bpf.sh - BPF fentry/fexit programs and a plain kprobe on a patched
-# function, on both of kpatch's paths.
+# test-bpf.sh - BPF fentry/fexit programs, a plain kprobe and another
+# ftrace direct call on a patched function.  Every kernel the same: a
+# patched function's site is an IPMODIFY ftrace_ops of kpatch's, which
+# shares the function with a BPF trampoline or another direct call, as
+# BPF and livepatch do, whichever comes first.
 #
-# The function is vmlinux's cmdline_proc_show(), patched to
-# kpatch_test_new's kpatch_test_cmdline_v1() ("kpatch-test v1" in
-# /proc/cmdline); each read of /proc/cmdline calls it once.  The BPF
-# programs (kpbpf: the raw bpf(2) system call, BTF from
-# /sys/kernel/btf/vmlinux) count their calls in a map; the kprobe is a
-# kprobe_events probe without a post_handler, counted in kprobe_profile.
-#
-# The ftrace_ops path (6.1 and 6.12; 7.x with kpatch's direct=N): a
-# BPF trampoline and kpatch's IPMODIFY ftrace_ops share the function as
-# BPF and livepatch do, in either order: both programs count every call
-# while the patch gives its result; unpatch with the programs attached,
-# and their detach, leave the other working.  A kprobe the same.
-#
-# The jmp path (7.x, direct=Y): the function's one direct call is
-# kpatch's jmp, so a BPF program attached to it is refused and the patch
-# stays in effect.  The errno is ftrace's: EINVAL on 7.x, where all BPF
-# trampolines share one direct ftrace_ops and update_ftrace_direct_add()
-# refuses a function that has a direct call already with -EINVAL (kernels
-# that registered each trampoline with register_ftrace_direct() said
-# EBUSY, but they have no jmp sites); a program attached first keeps the
-# direct call (register_ftrace_direct() refuses kpatch's with -EBUSY) and
-# kpatch takes the ftrace_ops path for that function instead, without a
-# word in the log; a kprobe works beside the jmp (through ftrace's regs
-# caller).
+# The function of the BPF and kprobe cases is vmlinux's
+# cmdline_proc_show(), patched to kpatch_test_new's
+# kpatch_test_cmdline_v1() ("kpatch-test v1" in /proc/cmdline); each read
+# of /proc/cmdline calls it once.  The BPF programs (kpbpf: the raw bpf(2)
+# system call, BTF from /sys/kernel/btf/vmlinux) count their calls in a
+# map; the kprobe is a kprobe_events probe without a post_handler,
+# counted in kprobe_profile.  Both programs count every call while the
+# patch gives its result, in either order of attaching and patching;
+# unpatch with the programs attached, and their detach, leave the other
+# working.  A kprobe the same.
 #
 # Linux 6.1 breaks ftrace when a fexit program joins fentry programs
 # that were attached after an IPMODIFY ftrace_ops, kpatch's or any other
@@ -35,11 +24,23 @@
 # kernel without bpf(2) or BTF (the test bed's debug kernel) skips the
 # BPF cases.
 #
+# The other direct call is kpatch_test_direct's, standing in for a BPF
+# trampoline on every kernel (the debug kernel too), on
+# kpatch_test_target's kpatch_test_value_a() (1; kpatch_test_new's _v1:
+# 11, _v2: 12; kpatch_test_value_b(): 2, _v1: 21); its trampoline counts
+# its calls.  It may be there before the patch or come after it, stay
+# through stacked patches or leave under them: its trampoline keeps
+# running in front of the patched function, kpatch's site shares the
+# function without a word in the log, and has the function to itself
+# again once the other is gone.  When the owner of the direct call cannot
+# answer ftrace for a moment (-EAGAIN, as a BPF trampoline that another
+# task changes), kpatch tries again, and says so at each try.
+#
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
 
 KPBPF=${KPBPF:-kpbpf}
-KP_DIRECT_PARAM=/sys/module/kpatch/parameters/direct
+OWNER=kpatch_test_direct
 FUNC=cmdline_proc_show
 NEW=kpatch_test_cmdline_v1
 KPROBE=kpatch_bpf_cmdline
@@ -55,22 +56,21 @@ BPF_CMD0=
 BPF_RESULT=
 READS=3
 
-setup_modules kpatch kpatch_test_new
-[ -e "$KP_DIRECT_PARAM" ] || bail "setup: kpatch has the parameter direct"
+setup_modules kpatch kpatch_test_target kpatch_test_new
 cmd=$(sym "$FUNC" vmlinux) || bail "setup: find $FUNC"
 cmd1=$(sym "$NEW" kpatch_test_new) || bail "setup: find $NEW"
 cmd2=$(sym kpatch_test_cmdline_v2 kpatch_test_new) ||
 	bail "setup: find kpatch_test_cmdline_v2"
+a=$(sym kpatch_test_value_a kpatch_test_target) || bail "setup: find kpatch_test_value_a"
+b=$(sym kpatch_test_value_b kpatch_test_target) || bail "setup: find kpatch_test_value_b"
+a1=$(sym kpatch_test_value_a_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_a_v1"
+a2=$(sym kpatch_test_value_a_v2 kpatch_test_new) || bail "setup: find kpatch_test_value_a_v2"
+b1=$(sym kpatch_test_value_b_v1 kpatch_test_new) || bail "setup: find kpatch_test_value_b_v1"
 orig=$(cat /proc/cmdline)
 V1="kpatch-test v1"
 V2="kpatch-test v2"
 
 # ------------------------------------------------------------- helpers --
-
-# set_direct Y|N: kpatch's parameter direct, read when a site is made
-set_direct() {
-	set_param kpatch direct "$1"
-}
 
 # show_site: FUNC's lines in enabled_functions, as diagnostics
 show_site() {
@@ -83,9 +83,11 @@ on_ops() {
 	site "$FUNC" | head -n 1 | grep -Eq '\([0-9]+\) [R ] I( |$)'
 }
 
-# on_jmp NEWFN: FUNC's direct call is kpatch's jmp to NEWFN
-on_jmp() {
-	site "$FUNC" | grep -q "direct(jmp)-->$1+"
+# on_handler_only: kpatch's ftrace_ops is the only one on FUNC, so
+# enabled_functions names its handler, and FUNC has no direct call
+on_handler_only() {
+	site "$FUNC" | grep -q 'kpatch_ftrace_handler' &&
+		! site "$FUNC" | grep -Eq 'direct(\(jmp\))?-->'
 }
 
 # on_bpf: FUNC's direct call is a BPF trampoline
@@ -278,38 +280,25 @@ bpf_cleanup() {
 		echo 0 >"$KPROBE_ENABLE" 2>/dev/null
 		echo "-:$KPROBE" >>"$KPROBE_EVENTS" 2>/dev/null
 	fi
-	echo Y >"$KP_DIRECT_PARAM" 2>/dev/null || :
+	if mod_loaded "$OWNER"; then
+		echo 0 >"/sys/module/$OWNER/parameters/eagain" 2>/dev/null || :
+	fi
 }
 KP_CLEANUP_HOOK=bpf_cleanup
 
-# ------------------------------------------------------------ the path --
+# ------------------------------------------------------------ the site --
 
-# Where ftrace makes direct calls jmps (7.x), a lone patch with direct=Y
-# is a jmp site; elsewhere the ftrace_ops path.
-start_test "which path a lone patch takes with direct=Y"
+start_test "a patch is an ftrace_ops of kpatch's, on every kernel"
 log_mark
-check "set direct=Y" set_direct Y
 expect_ok patch probe "$cmd" "$cmd1"
 show_site
-JMP=0
-if site "$FUNC" | grep -q 'direct'; then
-	# a jmp site is made a jmp after the command returns
-	if wait_until on_jmp "$NEW"; then JMP=1; fi
-fi
-case $(uname -r) in
-[0-6].*)
-	check_eq "this kernel has no jmp sites" 0 "$JMP"
-	check "the patch is on the ftrace_ops path" on_ops
-	;;
-*)
-	check_eq "a 7.x kernel has jmp sites" 1 "$JMP"
-	check_not "no ftrace_ops of kpatch's" on_ops
-	;;
-esac
+check "the patch is an IPMODIFY ftrace_ops" on_ops
+check "kpatch_ftrace_handler, and no direct call" on_handler_only
+read_cmdline "$READS"
+check_eq "the reads give the patch's result" "$V1" "$CMDLINE"
 expect_ok unpatch probe
-check "$FUNC is gone from enabled_functions" wait_until gone
+check "$FUNC is gone from enabled_functions" gone
 check_transcript "the log: tainted, enabled, removed" <<EOF
-% echo Y > /sys/module/kpatch/parameters/direct
 % echo 'patch probe $cmd $cmd1' > control
 kpatch: tainting kernel with TAINT_LIVEPATCH
 kpatch: patch 'probe' enabled (1 function)
@@ -337,21 +326,13 @@ case $(uname -r) in
 	;;
 esac
 
-# ------------------------------------------------ the ftrace_ops path --
+# ----------------------------------------------------------------- BPF --
 
-# OPS: the value of direct with which the next patches make ftrace_ops
-# sites; ops_path sets it
-if [ "$JMP" = 1 ]; then OPS=N; else OPS=Y; fi
-ops_path() {
-	set_direct "$OPS"
-}
-
-start_test "ftrace_ops path: BPF attached before the patch"
+start_test "BPF attached before the patch"
 log_mark
 if [ -n "$NO_BPF" ]; then
 	skip "$NO_BPF"
 else
-	check "set direct" ops_path
 	check "BPF fentry and fexit attach" bpf_attach_both
 	check_bpf_counts "$READS"
 	check_eq "unpatched, the reads give the kernel's cmdline" "$orig" "$CMDLINE"
@@ -359,7 +340,7 @@ else
 	check "precondition: the BPF trampoline is $FUNC's direct call" on_bpf
 	expect_ok patch b1 "$cmd" "$cmd1"
 	show_site
-	check "the patch is on the ftrace_ops path" on_ops
+	check "the patch is an IPMODIFY ftrace_ops" on_ops
 	check "the BPF trampoline is still the direct call" on_bpf
 	check_bpf_counts "$READS"
 	check_eq "the reads give the patch's result" "$V1" "$CMDLINE"
@@ -372,7 +353,6 @@ else
 	bpf_stop
 	check "$FUNC is gone from enabled_functions" wait_until gone
 	check_transcript "the log: BPF attached, enabled, removed, BPF detached" <<-EOF
-	% echo $OPS > /sys/module/kpatch/parameters/direct
 	% kpbpf hold $FUNC fexit fentry &
 	% echo 'patch b1 $cmd $cmd1' > control
 	kpatch: patch 'b1' enabled (1 function)
@@ -384,13 +364,54 @@ else
 fi
 check_no_splat
 
+start_test "BPF attached before the patch leaves under it"
+log_mark
+if [ -n "$NO_BPF" ]; then
+	skip "$NO_BPF"
+else
+	check "BPF fentry and fexit attach" bpf_attach_both
+	check_bpf_counts "$READS"
+	expect_ok patch b4 "$cmd" "$cmd1"
+	show_site
+	check "the patch is an IPMODIFY ftrace_ops" on_ops
+	check "the BPF trampoline is still the direct call" on_bpf
+	check_bpf_counts "$READS"
+	check_eq "the reads give the patch's result" "$V1" "$CMDLINE"
+	check "BPF detaches" bpf_detach
+	check_bpf_still "$READS"
+	check_eq "BPF detached: still the patch's result" "$V1" "$CMDLINE"
+	show_site
+	check_not "no BPF trampoline left" on_bpf
+	check "kpatch's ftrace_ops alone on $FUNC again" on_handler_only
+	bpf_stop
+	check "BPF attaches again" bpf_attach_both
+	check_bpf_counts "$READS"
+	check_eq "the patch's result" "$V1" "$CMDLINE"
+	expect_ok unpatch b4
+	check_bpf_counts "$READS"
+	check_eq "unpatched with BPF attached: the kernel's cmdline" "$orig" "$CMDLINE"
+	bpf_stop
+	check "$FUNC is gone from enabled_functions" wait_until gone
+	check_transcript "the log: BPF, b4 enabled, BPF gone and again, b4 removed" <<-EOF
+	% kpbpf hold $FUNC fexit fentry &
+	% echo 'patch b4 $cmd $cmd1' > control
+	kpatch: patch 'b4' enabled (1 function)
+	% kill -USR1 "%kpbpf hold $FUNC fexit fentry"
+	% kill "%kpbpf hold $FUNC fexit fentry"
+	% kpbpf hold $FUNC fexit fentry &
+	% echo 'unpatch b4' > control
+	kpatch: patch 'b4' removed
+	% kill "%kpbpf hold $FUNC fexit fentry"
+	EOF
+fi
+check_no_splat
+
 # bpf_after_patch PROG PROG: BPF programs attached, in this order, to a
 # patched function, detached while it is patched, attached again, the
 # patch removed under them
 bpf_after_patch() {
-	check "set direct" ops_path
 	expect_ok patch b2 "$cmd" "$cmd1"
-	check "the patch is on the ftrace_ops path" on_ops
+	check "the patch is an IPMODIFY ftrace_ops" on_ops
 	check "BPF $1, then $2 attach" bpf_attach "$@"
 	show_site
 	check "the BPF trampoline is $FUNC's direct call" on_bpf
@@ -412,7 +433,6 @@ bpf_after_patch() {
 	bpf_stop
 	check "$FUNC is gone from enabled_functions" wait_until gone
 	check_transcript "the log: enabled, BPF attached, detached and again, removed" <<-EOF
-	% echo $OPS > /sys/module/kpatch/parameters/direct
 	% echo 'patch b2 $cmd $cmd1' > control
 	kpatch: patch 'b2' enabled (1 function)
 	% kpbpf hold $FUNC $1 $2 &
@@ -426,7 +446,7 @@ bpf_after_patch() {
 	EOF
 }
 
-start_test "ftrace_ops path: BPF attached after the patch"
+start_test "BPF attached after the patch"
 log_mark
 if [ -n "$NO_BPF" ]; then
 	skip "$NO_BPF"
@@ -448,7 +468,7 @@ check_no_splat
 # dereference; on the test bed, oops=panic).  The fexit link is made
 # without an error, so nothing tells the user.  A kprobe with a
 # post_handler in kpatch's place does the same.  6.12 and 7.x are fixed.
-start_test "ftrace_ops path: fentry first, then fexit, after the patch"
+start_test "fentry first, then fexit, after the patch"
 log_mark
 if [ -n "$NO_BPF" ]; then
 	skip "$NO_BPF"
@@ -484,20 +504,19 @@ check_split_counts() {
 # function with the patch's IPMODIFY ftrace_ops from the start, so a fexit
 # program that joins it after the patch is safe on 6.1 too (compare
 # "fentry first, then fexit, after the patch").
-start_test "ftrace_ops path: fentry before the patch, fexit after"
+start_test "fentry before the patch, fexit after"
 log_mark
 if [ -n "$NO_BPF" ]; then
 	skip "$NO_BPF"
 else
-	check "set direct" ops_path
 	check "BPF fentry attaches" bpf_attach fentry
 	bpf_keep
 	expect_ok patch b3 "$cmd" "$cmd1"
-	check "the patch is on the ftrace_ops path" on_ops
+	check "the patch is an IPMODIFY ftrace_ops" on_ops
 	check "BPF fexit attaches" bpf_attach fexit
 	show_site
 	check "the BPF trampoline is $FUNC's direct call" on_bpf
-	check "still on the ftrace_ops path" on_ops
+	check "still an IPMODIFY ftrace_ops" on_ops
 	check_split_counts "$READS"
 	check_eq "the reads give the patch's result" "$V1" "$CMDLINE"
 	expect_ok unpatch b3
@@ -507,7 +526,6 @@ else
 	bpf_stop0
 	check "$FUNC is gone from enabled_functions" wait_until gone
 	check_transcript "the log: fentry attached, enabled, fexit attached, removed" <<-EOF
-	% echo $OPS > /sys/module/kpatch/parameters/direct
 	% kpbpf hold $FUNC fentry &
 	% echo 'patch b3 $cmd $cmd1' > control
 	kpatch: patch 'b3' enabled (1 function)
@@ -520,15 +538,14 @@ else
 fi
 check_no_splat
 
-start_test "ftrace_ops path: a kprobe attached before the patch"
+start_test "a kprobe attached before the patch"
 log_mark
-check "set direct" ops_path
 check "the kprobe attaches" kprobe_attach
 check "kprobes lists it on ftrace" kprobe_armed
 check_kprobe_hits "$READS"
 expect_ok patch k1 "$cmd" "$cmd1"
 show_site
-check "the patch is on the ftrace_ops path" on_ops
+check "the patch is an IPMODIFY ftrace_ops" on_ops
 check_kprobe_hits "$READS"
 check_eq "the reads give the patch's result" "$V1" "$CMDLINE"
 expect_ok unpatch k1
@@ -537,7 +554,6 @@ check_eq "unpatched with the kprobe: the kernel's cmdline" "$orig" "$CMDLINE"
 check "the kprobe detaches" kprobe_detach
 check "$FUNC is gone from enabled_functions" wait_until gone
 check_transcript "the log: the kprobe set, enabled, removed, the kprobe gone" <<EOF
-% echo $OPS > /sys/module/kpatch/parameters/direct
 % echo 'p:$KPROBE $FUNC' >> $KPROBE_EVENTS
 % echo 1 > $KPROBE_ENABLE
 % echo 'patch k1 $cmd $cmd1' > control
@@ -549,14 +565,13 @@ kpatch: patch 'k1' removed
 EOF
 check_no_splat
 
-start_test "ftrace_ops path: a kprobe attached after the patch"
+start_test "a kprobe attached after the patch"
 log_mark
-check "set direct" ops_path
 expect_ok patch k2 "$cmd" "$cmd1"
 check "the kprobe attaches" kprobe_attach
 check "kprobes lists it on ftrace" kprobe_armed
 show_site
-check "the patch is on the ftrace_ops path" on_ops
+check "the patch is an IPMODIFY ftrace_ops" on_ops
 check_kprobe_hits "$READS"
 check_eq "the reads give the patch's result" "$V1" "$CMDLINE"
 check "the kprobe detaches" kprobe_detach
@@ -569,7 +584,6 @@ check_eq "unpatched with the kprobe: the kernel's cmdline" "$orig" "$CMDLINE"
 check "the kprobe detaches" kprobe_detach
 check "$FUNC is gone from enabled_functions" wait_until gone
 check_transcript "the log: enabled, the kprobe set, gone and set again, removed" <<EOF
-% echo $OPS > /sys/module/kpatch/parameters/direct
 % echo 'patch k2 $cmd $cmd1' > control
 kpatch: patch 'k2' enabled (1 function)
 % echo 'p:$KPROBE $FUNC' >> $KPROBE_EVENTS
@@ -585,12 +599,11 @@ kpatch: patch 'k2' removed
 EOF
 check_no_splat
 
-start_test "ftrace_ops path: BPF, a kprobe and a patch together"
+start_test "BPF, a kprobe and a patch together"
 log_mark
 if [ -n "$NO_BPF" ]; then
 	skip "$NO_BPF"
 else
-	check "set direct" ops_path
 	check "BPF fentry and fexit attach" bpf_attach_both
 	expect_ok patch t1 "$cmd" "$cmd1"
 	check "the kprobe attaches" kprobe_attach
@@ -616,7 +629,6 @@ else
 	bpf_stop
 	check "$FUNC is gone from enabled_functions" wait_until gone
 	check_transcript "the log: BPF, t1, the kprobe, t2, then all gone" <<-EOF
-	% echo $OPS > /sys/module/kpatch/parameters/direct
 	% kpbpf hold $FUNC fexit fentry &
 	% echo 'patch t1 $cmd $cmd1' > control
 	kpatch: patch 't1' enabled (1 function)
@@ -635,164 +647,255 @@ else
 fi
 check_no_splat
 
-# ----------------------------------------------------------- jmp path --
+# ------------------------------------------------- another direct call --
 
-start_test "jmp path: BPF attached to a jmp site"
-log_mark
-if [ "$JMP" = 0 ]; then
-	skip "no jmp sites on this kernel"
-elif [ -n "$NO_BPF" ]; then
-	skip "$NO_BPF"
-else
-	check "set direct=Y" set_direct Y
-	expect_ok patch j1 "$cmd" "$cmd1"
-	check "precondition: a jmp site" wait_until on_jmp "$NEW"
-	_js=$(site "$FUNC")
-	for _jp in fentry fexit; do
-		bpf_attach "$_jp"
-		check_eq "BPF $_jp is refused" "link $_jp: EINVAL" "$BPF_RESULT"
-		bpf_stop
+# ipmodify F: an ftrace_ops with IPMODIFY is on function F
+ipmodify() {
+	site "$1" | head -n 1 | grep -Eq '\([0-9]+\) [R ] I( |$)'
+}
+
+# kpatch_direct F: F has a direct call other than kpatch_test_direct's
+kpatch_direct() {
+	site "$1" | grep -E 'direct(\(jmp\))?-->' |
+		grep -qv 'direct-->kpatch_test_direct_tramp'
+}
+
+# owner_on F: kpatch_test_direct's trampoline is F's direct call
+owner_on() {
+	site "$1" | grep -q 'direct-->kpatch_test_direct_tramp'
+}
+
+# handler_on F: enabled_functions names kpatch's handler for F (kpatch's
+# ftrace_ops is the only one there)
+handler_on() {
+	site "$1" | grep -q 'kpatch_ftrace_handler'
+}
+
+# f_gone F: F is not in enabled_functions
+f_gone() {
+	! ftrace_enabled "$1"
+}
+
+# show_ab: the enabled_functions lines of a and b, as diagnostics
+show_ab() {
+	diag "enabled_functions:"
+	diag "$(site kpatch_test_value_a)"
+	diag "$(site kpatch_test_value_b)"
+}
+
+# check_ops F: F's site is kpatch's IPMODIFY ftrace_ops, with no direct
+# call of kpatch's (kpatch_test_direct's may be there)
+check_ops() {
+	check "$1: IPMODIFY ops" ipmodify "$1"
+	check_not "$1: no direct call of kpatch's" kpatch_direct "$1"
+}
+
+# check_own_ops F: check_ops, and kpatch's is the only ftrace_ops on F,
+# so enabled_functions names its handler
+check_own_ops() {
+	check_ops "$1"
+	check "$1: kpatch_ftrace_handler" handler_on "$1"
+}
+
+# calls: kpatch_test_direct's trampoline count
+calls() {
+	modparam "$OWNER" calls
+}
+
+# check_owner_counts N: N reads of the target values (each one calls a
+# once) bump kpatch_test_direct's count by N; VALUES: what they read
+check_owner_counts() {
+	_oc_before=$(calls)
+	_oc_i=0
+	while [ "$_oc_i" -lt "$1" ]; do
+		VALUES=$(target_values)
+		_oc_i=$((_oc_i + 1))
 	done
-	check_eq "the site is as it was" "$_js" "$(site "$FUNC")"
-	read_cmdline "$READS"
-	check_eq "the patch still gives its result" "$V1" "$CMDLINE"
-	expect_ok unpatch j1
-	read_cmdline 1
-	check_eq "unpatched: the kernel's cmdline" "$orig" "$CMDLINE"
-	check "$FUNC is gone from enabled_functions" wait_until gone
-	check "BPF attaches once the patch is gone" bpf_attach_both
-	check_bpf_counts "$READS"
-	bpf_stop
-	check "$FUNC is gone from enabled_functions" wait_until gone
-	check_transcript "the log: enabled, nothing on the refusals, removed" <<-EOF
-	% echo Y > /sys/module/kpatch/parameters/direct
-	% echo 'patch j1 $cmd $cmd1' > control
-	kpatch: patch 'j1' enabled (1 function)
-	% kpbpf hold $FUNC fentry &
-	% kpbpf hold $FUNC fexit &
-	% echo 'unpatch j1' > control
-	kpatch: patch 'j1' removed
-	% kpbpf hold $FUNC fexit fentry &
-	% kill "%kpbpf hold $FUNC fexit fentry"
-	EOF
-fi
+	_oc_after=$(calls)
+	case $_oc_before$_oc_after in
+	*[!0-9]*)
+		not_ok "$OWNER counted $1 calls of a"
+		diag "calls: '$_oc_before' then '$_oc_after'"
+		return 1
+		;;
+	esac
+	check_eq "$OWNER counted $1 calls of a" "$1" \
+		"$((_oc_after - _oc_before))"
+}
+
+# load_owner: kpatch_test_direct on kpatch_test_value_a
+load_owner() {
+	load_mod "$OWNER" "addr=0x$a"
+}
+
+start_test "another direct call owns a before the patch"
+log_mark
+check "insmod $OWNER addr=a succeeds" load_owner
+check "precondition: $OWNER's trampoline is a's direct call" \
+	owner_on kpatch_test_value_a
+check_owner_counts 3
+check_eq "unpatched values through $OWNER" "a=1 b=2" "$VALUES"
+expect_ok patch o_ab "$a" "$a1" "$b" "$b1"
+check_owner_counts 3
+check_eq "both functions changed" "a=11 b=21" "$VALUES"
+show_ab
+check_ops kpatch_test_value_a
+check "kpatch_test_value_a: $OWNER's trampoline still there" \
+	owner_on kpatch_test_value_a
+check_own_ops kpatch_test_value_b
+expect_ok unpatch o_ab
+check_owner_counts 3
+check_eq "both restored" "a=1 b=2" "$VALUES"
+show_ab
+check_not "kpatch_test_value_a: no IPMODIFY ops left" ipmodify kpatch_test_value_a
+check "kpatch_test_value_a: $OWNER's trampoline still there" \
+	owner_on kpatch_test_value_a
+check "kpatch_test_value_b is gone from enabled_functions" \
+	f_gone kpatch_test_value_b
+check "rmmod $OWNER succeeds" unload_mod "$OWNER"
+check "kpatch_test_value_a is gone from enabled_functions" \
+	f_gone kpatch_test_value_a
+check_eq "values without $OWNER" "a=1 b=2" "$(target_values)"
+check_transcript "the log has the patch enabled and removed, nothing else" <<EOF
+% insmod $OWNER.ko addr=0x$a
+% echo 'patch o_ab $a $a1 $b $b1' > control
+kpatch: patch 'o_ab' enabled (2 functions)
+% echo 'unpatch o_ab' > control
+kpatch: patch 'o_ab' removed
+% rmmod $OWNER
+EOF
 check_no_splat
 
-start_test "jmp path: BPF attached first, then the patch"
+start_test "the other direct call cannot answer for a moment: kpatch tries again"
 log_mark
-if [ "$JMP" = 0 ]; then
-	skip "no jmp sites on this kernel"
-elif [ -n "$NO_BPF" ]; then
-	skip "$NO_BPF"
-else
-	check "set direct=Y" set_direct Y
-	check "BPF fentry and fexit attach" bpf_attach_both
-	check_bpf_counts "$READS"
-	expect_ok patch j2 "$cmd" "$cmd1"
-	kp_settle
-	show_site
-	check "kpatch took the ftrace_ops path" on_ops
-	check_not "no jmp of kpatch's" on_jmp "$NEW"
-	check "the BPF trampoline is still the direct call" on_bpf
-	check_bpf_counts "$READS"
-	check_eq "the reads give the patch's result" "$V1" "$CMDLINE"
-	check "BPF detaches" bpf_detach
-	check_bpf_still "$READS"
-	check_eq "BPF detached: still the patch's result" "$V1" "$CMDLINE"
-	check "the site keeps the ftrace_ops path while patched" on_ops
-	bpf_stop
-	check "BPF attaches again" bpf_attach_both
-	check_bpf_counts "$READS"
-	check_eq "the patch's result" "$V1" "$CMDLINE"
-	expect_ok unpatch j2
-	check_bpf_counts "$READS"
-	check_eq "unpatched with BPF attached: the kernel's cmdline" "$orig" "$CMDLINE"
-	bpf_stop
-	check "$FUNC is gone from enabled_functions" wait_until gone
-	expect_ok patch j3 "$cmd" "$cmd1"
-	check "without BPF the next patch is a jmp site again" wait_until on_jmp "$NEW"
-	read_cmdline 1
-	check_eq "the patch's result" "$V1" "$CMDLINE"
-	expect_ok unpatch j3
-	check "$FUNC is gone from enabled_functions" wait_until gone
-	check_transcript "the log: BPF, j2 enabled, BPF again, j2 removed, j3" <<-EOF
-	% echo Y > /sys/module/kpatch/parameters/direct
-	% kpbpf hold $FUNC fexit fentry &
-	% echo 'patch j2 $cmd $cmd1' > control
-	kpatch: patch 'j2' enabled (1 function)
-	% kill -USR1 "%kpbpf hold $FUNC fexit fentry"
-	% kill "%kpbpf hold $FUNC fexit fentry"
-	% kpbpf hold $FUNC fexit fentry &
-	% echo 'unpatch j2' > control
-	kpatch: patch 'j2' removed
-	% kill "%kpbpf hold $FUNC fexit fentry"
-	% echo 'patch j3 $cmd $cmd1' > control
-	kpatch: patch 'j3' enabled (1 function)
-	% echo 'unpatch j3' > control
-	kpatch: patch 'j3' removed
-	EOF
-fi
+check "insmod $OWNER addr=a succeeds" load_owner
+set_param "$OWNER" eagain 2
+expect_ok patch e1 "$a" "$a1"
+check_eq "$OWNER was asked three times" 0 "$(modparam "$OWNER" eagain)"
+check_owner_counts 3
+check_eq "a changed" "a=11 b=2" "$VALUES"
+expect_ok unpatch e1
+set_param "$OWNER" eagain -1
+expect_refused EAGAIN patch e2 "$a" "$a1"
+check_owner_counts 3
+check_eq "nothing changed" "a=1 b=2" "$VALUES"
+set_param "$OWNER" eagain 0
+check "rmmod $OWNER succeeds" unload_mod "$OWNER"
+why="ftrace cannot redirect kpatch_test_value_a+0x0/0x0 [kpatch_test_target] now: the owner of a direct call there (a BPF trampoline) is busy"
+delay=$(modparam kpatch retry_delay_ms)
+tries=$(($(modparam kpatch retries) + 1))
+check_transcript "the log says ftrace was busy, at each try" <<EOF
+% insmod $OWNER.ko addr=0x$a
+% echo 2 > /sys/module/$OWNER/parameters/eagain
+% echo 'patch e1 $a $a1' > control
+kpatch: patch 'e1' busy (try 1 of $tries, again in $delay ms): $why
+kpatch: patch 'e1' busy (try 2 of $tries, again in $delay ms): $why
+kpatch: patch 'e1' enabled (1 function)
+% echo 'unpatch e1' > control
+kpatch: patch 'e1' removed
+% echo -1 > /sys/module/$OWNER/parameters/eagain
+% echo 'patch e2 $a $a1' > control
+$(refused_lines patch e2 "$why")
+% echo 0 > /sys/module/$OWNER/parameters/eagain
+% rmmod $OWNER
+EOF
 check_no_splat
 
-start_test "jmp path: a kprobe on a jmp site"
+start_test "patches stacked beside the other direct call, then a site alone once it is gone"
 log_mark
-if [ "$JMP" = 0 ]; then
-	skip "no jmp sites on this kernel"
-else
-	check "set direct=Y" set_direct Y
-	expect_ok patch j4 "$cmd" "$cmd1"
-	check "precondition: a jmp site" wait_until on_jmp "$NEW"
-	check "the kprobe attaches" kprobe_attach
-	check "kprobes lists it on ftrace" kprobe_armed
-	show_site
-	check "still a jmp site" wait_until on_jmp "$NEW"
-	check_kprobe_hits "$READS"
-	check_eq "the reads give the patch's result" "$V1" "$CMDLINE"
-	expect_ok unpatch j4
-	check_kprobe_hits "$READS"
-	check_eq "unpatched with the kprobe: the kernel's cmdline" "$orig" "$CMDLINE"
-	expect_ok patch j5 "$cmd" "$cmd1"
-	show_site
-	check "a patch beside the kprobe: a jmp site" wait_until on_jmp "$NEW"
-	check_kprobe_hits "$READS"
-	check_eq "the reads give the patch's result" "$V1" "$CMDLINE"
-	expect_ok patch j6 "$cmd" "$cmd2"
-	show_site
-	check "a second patch on top: a jmp to its function" wait_until on_jmp \
-		kpatch_test_cmdline_v2
-	check_kprobe_hits "$READS"
-	check_eq "the second patch's result" "$V2" "$CMDLINE"
-	expect_ok unpatch j6
-	check "the second patch removed: a jmp to the first one's" \
-		wait_until on_jmp "$NEW"
-	check_kprobe_hits "$READS"
-	check_eq "the first patch's result" "$V1" "$CMDLINE"
-	check "the kprobe detaches" kprobe_detach
-	read_cmdline "$READS"
-	check_eq "kprobe detached: still the patch's result" "$V1" "$CMDLINE"
-	check "still a jmp site" wait_until on_jmp "$NEW"
-	expect_ok unpatch j5
-	read_cmdline 1
-	check_eq "the kernel's cmdline" "$orig" "$CMDLINE"
-	check "$FUNC is gone from enabled_functions" wait_until gone
-	check_transcript "the log: the kprobe beside j4, then j5 and j6" <<-EOF
-	% echo Y > /sys/module/kpatch/parameters/direct
-	% echo 'patch j4 $cmd $cmd1' > control
-	kpatch: patch 'j4' enabled (1 function)
-	% echo 'p:$KPROBE $FUNC' >> $KPROBE_EVENTS
-	% echo 1 > $KPROBE_ENABLE
-	% echo 'unpatch j4' > control
-	kpatch: patch 'j4' removed
-	% echo 'patch j5 $cmd $cmd1' > control
-	kpatch: patch 'j5' enabled (1 function)
-	% echo 'patch j6 $cmd $cmd2' > control
-	kpatch: patch 'j6' enabled (1 function)
-	% echo 'unpatch j6' > control
-	kpatch: patch 'j6' removed
-	% echo 0 > $KPROBE_ENABLE
-	% echo '-:$KPROBE' >> $KPROBE_EVENTS
-	% echo 'unpatch j5' > control
-	kpatch: patch 'j5' removed
-	EOF
-fi
+check "insmod $OWNER addr=a succeeds" load_owner
+expect_ok patch s1 "$a" "$a1"
+check_owner_counts 2
+check_eq "a runs _v1" "a=11 b=2" "$VALUES"
+check_ops kpatch_test_value_a
+expect_ok patch s2 "$a" "$a2"
+check_owner_counts 2
+check_eq "stacked: a runs _v2" "a=12 b=2" "$VALUES"
+show_ab
+check_ops kpatch_test_value_a
+expect_ok unpatch s2
+check_owner_counts 2
+check_eq "a back to _v1" "a=11 b=2" "$VALUES"
+check_ops kpatch_test_value_a
+expect_ok unpatch s1
+check_owner_counts 2
+check_eq "a restored" "a=1 b=2" "$VALUES"
+check "rmmod $OWNER succeeds" unload_mod "$OWNER"
+check "kpatch_test_value_a is gone from enabled_functions" \
+	f_gone kpatch_test_value_a
+expect_ok patch s3 "$a" "$a1"
+check_eq "a runs _v1" "a=11 b=2" "$(target_values)"
+show_ab
+check_own_ops kpatch_test_value_a
+expect_ok unpatch s3
+check_eq "a restored" "a=1 b=2" "$(target_values)"
+check_transcript "the log has the patches enabled and removed, nothing else" <<EOF
+% insmod $OWNER.ko addr=0x$a
+% echo 'patch s1 $a $a1' > control
+kpatch: patch 's1' enabled (1 function)
+% echo 'patch s2 $a $a2' > control
+kpatch: patch 's2' enabled (1 function)
+% echo 'unpatch s2' > control
+kpatch: patch 's2' removed
+% echo 'unpatch s1' > control
+kpatch: patch 's1' removed
+% rmmod $OWNER
+% echo 'patch s3 $a $a1' > control
+kpatch: patch 's3' enabled (1 function)
+% echo 'unpatch s3' > control
+kpatch: patch 's3' removed
+EOF
+check_no_splat
+
+start_test "the other direct call leaves under the patch"
+log_mark
+check "insmod $OWNER addr=a succeeds" load_owner
+expect_ok patch l1 "$a" "$a1"
+check_ops kpatch_test_value_a
+check "rmmod $OWNER succeeds" unload_mod "$OWNER"
+check_eq "a still runs _v1" "a=11 b=2" "$(target_values)"
+show_ab
+check_own_ops kpatch_test_value_a
+check_not "kpatch_test_value_a: $OWNER's trampoline gone" \
+	owner_on kpatch_test_value_a
+expect_ok unpatch l1
+check_eq "a restored" "a=1 b=2" "$(target_values)"
+check "kpatch_test_value_a is gone from enabled_functions" \
+	f_gone kpatch_test_value_a
+check_transcript "the log has the patch enabled and removed, nothing else" <<EOF
+% insmod $OWNER.ko addr=0x$a
+% echo 'patch l1 $a $a1' > control
+kpatch: patch 'l1' enabled (1 function)
+% rmmod $OWNER
+% echo 'unpatch l1' > control
+kpatch: patch 'l1' removed
+EOF
+check_no_splat
+
+start_test "the other direct call comes after the patch"
+log_mark
+expect_ok patch c1 "$a" "$a1"
+check_own_ops kpatch_test_value_a
+check "insmod $OWNER addr=a succeeds (shares a with kpatch's IPMODIFY ops)" \
+	load_owner
+check_owner_counts 3
+check_eq "a still runs _v1" "a=11 b=2" "$VALUES"
+show_ab
+check_ops kpatch_test_value_a
+check "kpatch_test_value_a: $OWNER's trampoline is there" \
+	owner_on kpatch_test_value_a
+expect_ok unpatch c1
+check_owner_counts 1
+check_eq "a restored" "a=1 b=2" "$VALUES"
+check "rmmod $OWNER succeeds" unload_mod "$OWNER"
+check "kpatch_test_value_a is gone from enabled_functions" \
+	f_gone kpatch_test_value_a
+check_transcript "the log has the patch enabled and removed, nothing else" <<EOF
+% echo 'patch c1 $a $a1' > control
+kpatch: patch 'c1' enabled (1 function)
+% insmod $OWNER.ko addr=0x$a
+% echo 'unpatch c1' > control
+kpatch: patch 'c1' removed
+% rmmod $OWNER
+EOF
 check_no_splat

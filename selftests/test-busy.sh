@@ -11,7 +11,9 @@
 # function the same patch applies, and the thread's next call runs the
 # new function.  A thread that enters the function after kpatch walked
 # the sleeping tasks' stacks, just before stop_machine(), is caught by
-# the check inside stop_machine().
+# the check inside stop_machine().  A task in the way whose comm has a
+# newline (kpatch_test_hooks's sleeper, named so) is named on one line,
+# the newline escaped.
 #
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
@@ -204,4 +206,48 @@ busy_param release 1
 check "the thread leaves kpatch_test_busy_fn" \
 	wait_until modparam_is kpatch_test_busy state 2
 kpatch_param retries "$retries"
+check_no_splat
+
+# A task names itself (prctl(PR_SET_NAME)), with any bytes but NUL; a
+# kthread of kpatch_test_hooks stands in for such a task, with a newline
+# in its comm and after it text that looks like a line of kpatch's.
+# kpatch escapes a comm (%pE: the newline as a backslash and an n) in
+# every log line that names the task: one task is one line, and no line
+# of kpatch's starts with what the task chose.
+start_test "a task whose comm has a newline"
+setup_modules kpatch_test_hooks
+sl=$(sym kpatch_test_hooks_sleep_fn kpatch_test_hooks) ||
+	bail "setup: find kpatch_test_hooks_sleep_fn"
+sl_new=$(sym kpatch_test_hooks_sleep_fn_new kpatch_test_hooks) ||
+	bail "setup: find kpatch_test_hooks_sleep_fn_new"
+comm_nl='kp
+kpatch: fake'
+log_command "printf 'kp\\nkpatch: fake' > /sys/module/kpatch_test_hooks/parameters/sleeper_comm"
+printf '%s' "$comm_nl" >/sys/module/kpatch_test_hooks/parameters/sleeper_comm ||
+	bail "setup: set sleeper_comm"
+set_param kpatch_test_hooks sleepers 1
+wait_until modparam_is kpatch_test_hooks sleepers 1 || bail "setup: the sleeper sleeps"
+set_param kpatch_test_hooks sleeper_comm ""
+nl_pid=$(modparam kpatch_test_hooks sleeper_pids)
+check_eq "precondition: its comm has the newline" "$comm_nl" "$(cat "/proc/$nl_pid/comm")"
+
+# kp_lines: kpatch's kernel log lines since the last mark, without the
+# timestamps
+kp_lines() {
+	log_since_mark | sed 's/^\[[ 0-9.]*\] //; s/^\[ *[TC][0-9]*\] //' |
+		grep '^kpatch: '
+}
+
+kpatch_param retries 0
+log_mark
+expect_refused EBUSY patch nl1 "$sl" "$sl_new"
+check_transcript "the refusal names the task on one line, its newline escaped" kpatch_test_hooks <<EOF
+% echo 'patch nl1 $sl $sl_new' > control
+kpatch: patch 'nl1' refused: kpatch_test_hooks_sleep_fn+0x_/0x_ [kpatch_test_hooks] is on the stack of pid $nl_pid (kp\nkpatch: fake)
+EOF
+check_no_grep "no line of kpatch's starts with the comm's second line" \
+	'^kpatch: fake' "$(kp_lines)"
+kpatch_param retries "$retries"
+set_param kpatch_test_hooks release 1
+check "the sleeper left" wait_until modparam_is kpatch_test_hooks sleepers 0
 check_no_splat

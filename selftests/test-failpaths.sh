@@ -7,17 +7,24 @@
 # byte-identical to before:
 #   - ftrace cannot trace the k-th function (a notrace one), k = 1, 2, 3
 #   - another IPMODIFY user (a kprobe with a post_handler) owns the first
-#     and the last function, so ftrace refuses kpatch's filter
+#     and the last function, so ftrace refuses kpatch's ftrace_ops
 #   - the stack check fails on the first and on the last function
 #   - a replace fails (its new function is busy; a removed patch is busy)
 #   - an unpatch fails because the new function is on a stack
 #   - every memory allocation of a patch, replace and unpatch command fails
 #     in turn (fail-nth; kernels with CONFIG_FAULT_INJECTION, that is the
 #     test bed's debug kernel): ENOMEM and no change, or the command
-#     succeeds in full; also for patches of more than four functions,
-#     whose sites share kpatch_fops (kpatch_test_preoff's f0 .. f9): one
-#     that registers it, one added while it is registered, an unpatch
-#     that leaves it registered and one that unregisters it.
+#     succeeds in full; also for a patch of six functions
+#     (kpatch_test_preoff's f0 .. f5), an ftrace_ops each, while five
+#     other sites stay (f6 .. f9 and b), and its unpatch
+#   - the same for a patch that ftrace refuses (a kprobe with a
+#     post_handler on kpatch_test_preoff_f3) while another CPU calls f0
+#     .. f9 with preemption off (kpatch_test_preoff's section): ftrace
+#     may have put kpatch's ftrace_ops on its list before it refused it,
+#     and when it could not allocate the ftrace_ops a trampoline it takes
+#     it off again without waiting; so every refused try must return only
+#     after that section, the tries where ftrace went on without its
+#     trampoline among them.
 # (An NMI forcing FAILURE during UPDATING is test-nmi.sh's.)
 #
 # A patch "base" (kpatch_test_value_b -> _v2) stays enabled throughout, so
@@ -51,9 +58,9 @@ pairs() {
 		sym "kpatch_test_preoff_f${_pa_n}_new" kpatch_test_preoff || return 1
 	done | tr '\n' ' '
 }
-p04=$(pairs 0 1 2 3 4) || bail "setup: find kpatch_test_preoff_f0 .. f4"
+p3=$(pairs 3) || bail "setup: find kpatch_test_preoff_f3"
 p05=$(pairs 0 1 2 3 4 5) || bail "setup: find kpatch_test_preoff_f0 .. f5"
-p59=$(pairs 5 6 7 8 9) || bail "setup: find kpatch_test_preoff_f5 .. f9"
+p69=$(pairs 6 7 8 9) || bail "setup: find kpatch_test_preoff_f6 .. f9"
 orig_cmdline=$(cat /proc/cmdline)
 
 busy_param() {
@@ -276,22 +283,83 @@ else
 	fail_each "unpatch" "unpatch other" \
 		"kp patch other $a $a1 >/dev/null" ":"
 	expect_ok unpatch other
-	fail_each "patch of six functions, registering kpatch_fops" \
+	# shellcheck disable=SC2086
+	expect_ok patch keep $p69
+	fail_each "patch of six functions, an ftrace_ops each" \
 		"patch fm $p05" "kp unpatch fm >/dev/null" ":"
 	# shellcheck disable=SC2086
-	expect_ok patch keep $p59
-	fail_each "patch of five functions while kpatch_fops is registered" \
-		"patch fm $p04" "kp unpatch fm >/dev/null" ":"
-	# shellcheck disable=SC2086
-	expect_ok patch fm $p04
-	fail_each "unpatch of five functions, kpatch_fops stays" \
-		"unpatch fm" "kp patch fm $p04 >/dev/null" ":"
+	expect_ok patch fm $p05
+	fail_each "unpatch of six functions" \
+		"unpatch fm" "kp patch fm $p05 >/dev/null" ":"
 	expect_ok unpatch fm
-	fail_each "unpatch of the last sites, unregistering kpatch_fops" \
-		"unpatch keep" "kp patch keep $p59 >/dev/null" ":"
 	expect_ok unpatch keep
 	check_eq "kpatch_test_preoff's functions restored" \
 		"0 1 2 3 4 5 6 7 8 9" "$(modparam kpatch_test_preoff values)"
+	check_no_splat
+fi
+
+# The section of kpatch_test_preoff runs PREOFF_MS on another CPU with
+# preemption off, begun before each try.
+PREOFF_MS=600
+
+start_test "ftrace refuses kpatch's ftrace_ops while another CPU calls"
+if [ ! -e /proc/self/fail-nth ]; then
+	skip "fail-nth: this kernel has no CONFIG_FAULT_INJECTION (the debug kernel has)"
+elif [ "$(grep -c '^processor' /proc/cpuinfo)" -lt 2 ]; then
+	skip "needs two CPUs"
+elif ! fault_setup; then
+	not_ok "fault injection set up (/sys/kernel/debug/failslab)"
+elif ! load_mod kpatch_test_kprobe func=kpatch_test_preoff_f3 post=1; then
+	not_ok "kprobe with a post_handler on kpatch_test_preoff_f3"
+	diag "$KP_OUT"
+else
+	ok "kprobe with a post_handler on kpatch_test_preoff_f3"
+	set_param kpatch_test_preoff hold_ms "$PREOFF_MS"
+	save_state
+	_pw_n=0 _pw_busy=0 _pw_absorbed=0 _pw_bad=0 _pw_changed=0
+	_pw_sections=$(modparam kpatch_test_preoff sections)
+	while [ "$_pw_n" -lt "$FAIL_MAX" ]; do
+		_pw_n=$((_pw_n + 1))
+		echo 1 >/sys/module/kpatch_test_preoff/parameters/start
+		fail_nth "$_pw_n" "patch r3 ${p3% }"
+		_pw_in=$(modparam kpatch_test_preoff in_section)
+		case $KP_RESULT in
+		EBUSY)
+			_pw_busy=$((_pw_busy + 1))
+			[ "$FAIL_HIT" != injected ] ||
+				_pw_absorbed=$((_pw_absorbed + 1))
+			if [ "$_pw_in" != N ]; then
+				_pw_bad=$((_pw_bad + 1))
+				diag "allocation $_pw_n failing ($FAIL_HIT): EBUSY while the section ran"
+			fi
+			;;
+		ENOMEM) ;;
+		*)
+			_pw_bad=$((_pw_bad + 1))
+			diag "allocation $_pw_n failing ($FAIL_HIT): $KP_RESULT"
+			;;
+		esac
+		if [ "$(state_snapshot)" != "$KP_STATE" ]; then
+			_pw_changed=$((_pw_changed + 1))
+			[ "$_pw_changed" -gt 1 ] ||
+				show_diff "$KP_STATE" "$(state_snapshot)"
+		fi
+		wait_until modparam_is kpatch_test_preoff in_section N ||
+			bail "the section of kpatch_test_preoff ends"
+		[ "$FAIL_HIT" != "not reached" ] || break
+	done
+	diag "$_pw_n tries: $_pw_busy EBUSY, $_pw_absorbed of them after an allocation failure"
+	check_eq "a section ran during every try" "$((_pw_sections + _pw_n))" \
+		"$(modparam kpatch_test_preoff sections)"
+	check_eq "the command gets to the end" "not reached" "$FAIL_HIT"
+	check "ftrace went on after some allocation failures, and refused" \
+		test "$_pw_absorbed" -gt 0
+	check_eq "every try ENOMEM, or EBUSY after the section with preemption off ended" \
+		0 "$_pw_bad"
+	check_eq "no try changed the state" 0 "$_pw_changed"
+	check_eq "kpatch_test_preoff's functions unchanged" \
+		"0 1 2 3 4 5 6 7 8 9" "$(modparam kpatch_test_preoff values)"
+	check "rmmod kpatch_test_kprobe" unload_mod kpatch_test_kprobe
 	check_no_splat
 fi
 

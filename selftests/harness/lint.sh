@@ -17,8 +17,6 @@
 #     header package setup installed (headers.list): each one that the
 #     header meta packages of Debian 12's suites depend on, and every
 #     flavour of unstable's
-#   kpatch.c's instruction decoder against objdump, on every function of
-#     the debug kernel's vmlinux and of the modules built for each kernel
 #   ShellCheck on every shell script
 #   one version string in kpatch.c, dkms.conf, README.md, Documentation.txt
 #     and the example's Makefile
@@ -106,10 +104,6 @@ build_gate() {
 	fi
 	if [[ ! -e $dir/kpatch.ko ]]; then
 		fail "$kver $flags hooks=$hooks: no kpatch.ko"
-	elif [[ $hooks == 0 && $ko_only == 1 ]]; then
-		decoder_check "$kver kpatch.ko" "$dir/kpatch.ko"
-	elif [[ $hooks == 0 ]]; then
-		decoder_check "$kver modules" "$dir"/*.ko "$dir"/test_modules/*.ko
 	fi
 	rm -rf "$dir"
 }
@@ -146,65 +140,6 @@ gate_headers() {
 	log "$n more header packages built against ($((SECONDS - start))s)"
 }
 
-# The decoder of kpatch.c (enum kpatch_insn, the opcode tables,
-# kpatch_decode(), kpatch_opcode() and kpatch_modrm_end(): the second
-# kpatch_modrm_end( line is its definition, after its prototype), built
-# on the host by decode-check.c, against objdump: on every function of the
-# debug kernel's vmlinux here, and of the modules of every kernel's build
-# (build_gate).
-DECODER=
-decoder_build() {
-	local dir
-	dir=$(mktemp -d)
-	{
-		echo '#include <stdbool.h>'
-		echo '#include <stdint.h>'
-		echo '#include <string.h>'
-		echo 'typedef uint8_t u8; typedef int8_t s8; typedef int32_t s32;'
-		echo '#define min(a, b) ((a) < (b) ? (a) : (b))'
-		awk '/^enum kpatch_insn \{/ { on = 1 }
-		     on { print }
-		     on && /^};/ { exit }' "$SRC/kpatch.c"
-		awk '/^static const char kpatch_op1\[/ { on = 1 }
-		     on { print }
-		     /^static unsigned int kpatch_modrm_end\(/ { fn++ }
-		     fn == 2 && /^}$/ { exit }' "$SRC/kpatch.c"
-	} >"$dir/decoder.h"
-	if gcc -O2 -Wall -I"$dir" -o "$dir/decode-check" \
-		"$SRC/selftests/harness/decode-check.c"; then
-		DECODER=$dir/decode-check
-	else
-		fail "decoder: decode-check does not build"
-	fi
-}
-
-# decoder_check WHAT FILE...: objdump FILE... through the decoder check
-decoder_check() {
-	local what=$1 out
-	shift
-	[[ -n $DECODER ]] || return 0
-	if out=$(objdump -d -w "$@" | "$DECODER"); then
-		log "decoder: $what: $(tail -n 1 <<<"$out")"
-	else
-		echo "$out" | grep MISMATCH | head -20
-		fail "decoder: $what: $(tail -n 1 <<<"$out")"
-	fi
-}
-
-gate_decoder() {
-	local kver vmlinux=
-	decoder_build
-	while read -r kver; do
-		[[ -e $CACHE/kernels/$kver/build/vmlinux ]] &&
-			vmlinux=$CACHE/kernels/$kver/build/vmlinux
-	done <"$CACHE/kernels.list"
-	if [[ -n $vmlinux ]]; then
-		decoder_check "the debug kernel's vmlinux" "$vmlinux"
-	else
-		fail "decoder: no debug kernel vmlinux in $CACHE/kernels"
-	fi
-}
-
 gate_shellcheck() {
 	need shellcheck
 	shellcheck -x "$SRC"/selftests/harness/testbed.sh "$SRC"/selftests/harness/lint.sh \
@@ -228,7 +163,6 @@ gate_version() {
 }
 
 gate_checkpatch
-gate_decoder
 gate_builds
 gate_headers
 gate_shellcheck

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * kpatch_test_direct - another user of an ftrace direct call, for the
- * kpatch selftests (test-direct.sh).
+ * kpatch selftests (test-bpf.sh).
  *
  * It attaches its own direct trampoline to the function at "addr" (taken
  * from /proc/kallsyms by the test: kallsyms_lookup_name() is not
@@ -9,13 +9,11 @@
  * trampoline only counts its calls, in the read-only parameter "calls",
  * and returns into the function.
  *
- * A function can have one direct call only.  When kpatch already has its
- * direct call on the function, module init fails with ftrace's EBUSY.
- * When this module is there first, kpatch must fall back to an IPMODIFY
- * ftrace_ops for the function: like a BPF trampoline, the ops_func below
- * agrees to share the function with an IPMODIFY ops.  ftrace then calls
- * the trampoline after the IPMODIFY handler, and the trampoline returns
- * to wherever the handler sent the call (the new function).
+ * Like a BPF trampoline, the ops_func below agrees to share the function
+ * with an IPMODIFY ftrace_ops (kpatch's), whichever comes first.  ftrace
+ * then calls the trampoline after the IPMODIFY handler, and the
+ * trampoline returns to wherever the handler sent the call (the new
+ * function).
  *
  * Writing N to "eagain" makes the ops_func answer the next N requests to
  * share the function with an IPMODIFY ops -EAGAIN, as a BPF trampoline
@@ -76,8 +74,8 @@ asm("	.pushsection	.text, \"ax\", @progbits\n"
 );
 
 /*
- * Share the function with an IPMODIFY ops (kpatch's fallback), whichever
- * comes first: the trampoline does not care where the call goes next.
+ * Share the function with an IPMODIFY ops (kpatch's), whichever comes
+ * first: the trampoline does not care where the call goes next.
  */
 static int kpatch_test_direct_share(struct ftrace_ops *ops,
 				    enum ftrace_ops_cmd cmd)

@@ -14,7 +14,8 @@
  *	kpatch_test_own_indirect()  asm, leaves by an indirect jump ("jmp
  *				    *%rax") to kpatch_test_own_target(),
  *				    which returns 54.  It starts at an odd
- *				    address (test-direct.sh).
+ *				    address, which kpatch redirects to as
+ *				    to any other.
  *
  * The module's own code runs in two tasks that kpatch never sends there:
  *
@@ -182,9 +183,8 @@ noinline int kpatch_test_own_target(void)
  *
  * Neither is aligned beyond the first: kpatch_test_own_tail() is 5 bytes,
  * or 9 with an ENDBR, so kpatch_test_own_indirect() starts at an odd
- * address, as a hand-written asm function may.  ftrace takes bit 0 of a
- * direct call's address as its jmp flag, so kpatch cannot make a jmp to
- * it and must keep calls of it on its guard.
+ * address, as a hand-written asm function may: kpatch's redirect sets
+ * the ip to any address.
  */
 asm("	.pushsection	.text, \"ax\", @progbits\n"
 "	.balign		16\n"

@@ -1,37 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * kpatch_test_preoff - ten functions to patch at once, and a section with
- * preemption off on another CPU, begun after an update's stop_machine()
- * and grace period but before its sites are released, for the kpatch
- * selftests (test-preoff.sh, test-fopsmix.sh).
+ * preemption off on another CPU that calls them, for the kpatch selftests
+ * (test-failpaths.sh).
  *
  * Functions to patch: kpatch_test_preoff_f0() .. _f9() return 0 .. 9;
  * their replacements kpatch_test_preoff_f0_new() .. _f9_new() return 100
  * .. 109.  The read-only parameter "values" reads what f0 .. f9 return
  * now, one number each, separated by spaces.
  *
- * Only in the build against the selftests' build of kpatch.ko
- * (KPATCH_TEST_HOOKS), whose test hook it installs: when 1 is written to
- * "armed", the next update that reaches KPATCH_TEST_DONE (after its
- * stop_machine() and RCU grace period, before kpatch releases the sites
- * it leaves without an entry) starts a kthread on another CPU and waits
- * until it is in a section with preemption off: the shape of a call of a
- * patched function that is inside kpatch's ftrace handler, which holds a
- * site it found in kpatch_sites.  The section calls f0 .. f9 in a loop
- * for hold_ms milliseconds (default 4000); "in_section" is 1 while it
- * runs, "sections" counts the sections begun.  kpatch must not free a
- * site such a call may hold before the section is over, so "in_section"
- * must read 0 as soon as the update has returned.  Writing 1 to "start"
- * starts a section at once, on a CPU other than the writer's: for an
- * update refused before its stop_machine(), whose sites must outlive
- * the calls that may have reached them as well.
- *
- * Also only there: writing N to "fail_filter" makes the next N tries of
- * kpatch to take ips out of kpatch_fops's filter fail (KPATCH_TEST_FILTER:
- * the first allocation after it fails, through the task's fail-nth; a
- * kernel with CONFIG_FAULT_INJECTION, failslab set to fail allocations
- * that may sleep); -1: every one, until 0 is written.  It reads how many
- * are left.
+ * Writing 1 to "start" starts a kthread on a CPU other than the writer's
+ * and waits until it is in a section with preemption off: the shape of a
+ * call of f0 .. f9 that is inside an ftrace handler.  The section calls
+ * f0 .. f9 in a loop for hold_ms milliseconds (default 4000);
+ * "in_section" is 1 while it runs, "sections" counts the sections begun.
+ * When ftrace refuses to register kpatch's ftrace_ops for one of them, it
+ * may have put the ftrace_ops on its list before, and takes it off
+ * without waiting for such calls: kpatch must wait for them before it
+ * frees the ftrace_ops, so "in_section" must read 0 as soon as the
+ * refused update has returned.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -50,13 +37,6 @@
 #include <linux/sched/task.h>
 #include <linux/smp.h>
 
-#include "kpatch.h"
-
-#ifdef KPATCH_TEST_HOOKS
-static bool armed;
-module_param(armed, bool, 0644);
-MODULE_PARM_DESC(armed, "1: the next update's KPATCH_TEST_DONE starts a section");
-
 static unsigned int hold_ms = 4000;
 module_param(hold_ms, uint, 0644);
 MODULE_PARM_DESC(hold_ms, "length of a section with preemption off, in ms (default 4000)");
@@ -68,11 +48,6 @@ MODULE_PARM_DESC(in_section, "1 while the section runs");
 static unsigned int sections;
 module_param(sections, uint, 0444);
 MODULE_PARM_DESC(sections, "sections begun");
-
-static int fail_filter;
-module_param(fail_filter, int, 0644);
-MODULE_PARM_DESC(fail_filter, "tries to shrink kpatch_fops's filter to fail (-1: all)");
-#endif
 
 static noinline __used int kpatch_test_preoff_f0(void) { return 0; }
 static noinline __used int kpatch_test_preoff_f1(void) { return 1; }
@@ -123,7 +98,6 @@ static const struct kernel_param_ops values_ops = {
 module_param_cb(values, &values_ops, NULL, 0444);
 MODULE_PARM_DESC(values, "what kpatch_test_preoff_f0 .. _f9 return now");
 
-#ifdef KPATCH_TEST_HOOKS
 static int kpatch_preoff_sink;
 static DECLARE_COMPLETION(kpatch_preoff_entered);
 static struct task_struct *kpatch_preoff_task;
@@ -193,30 +167,6 @@ static void kpatch_preoff_again(void)
 	mutex_unlock(&kpatch_preoff_mutex);
 }
 
-/* KPATCH_TEST_FILTER: the allocation that comes next fails, see the top. */
-static void kpatch_preoff_fail(void)
-{
-#ifdef CONFIG_FAULT_INJECTION
-	int n = READ_ONCE(fail_filter);
-
-	if (!n)
-		return;
-	if (n > 0)
-		WRITE_ONCE(fail_filter, n - 1);
-	current->fail_nth = 1;
-#endif
-}
-
-static void kpatch_preoff_hook(enum kpatch_test_point point)
-{
-	if (point == KPATCH_TEST_FILTER)
-		kpatch_preoff_fail();
-	if (point != KPATCH_TEST_DONE || !READ_ONCE(armed))
-		return;
-	WRITE_ONCE(armed, false);
-	kpatch_preoff_again();
-}
-
 static int start_set(const char *val, const struct kernel_param *kp)
 {
 	bool start;
@@ -235,14 +185,8 @@ static const struct kernel_param_ops start_ops = {
 module_param_cb(start, &start_ops, NULL, 0200);
 MODULE_PARM_DESC(start, "1: start a section now");
 
-static int __init kpatch_test_preoff_init(void)
-{
-	return kpatch_test_set_hook(kpatch_preoff_hook);
-}
-
 static void __exit kpatch_test_preoff_exit(void)
 {
-	kpatch_test_set_hook(NULL);
 	mutex_lock(&kpatch_preoff_mutex);
 	if (kpatch_preoff_task) {
 		kthread_stop(kpatch_preoff_task);
@@ -252,9 +196,7 @@ static void __exit kpatch_test_preoff_exit(void)
 	mutex_unlock(&kpatch_preoff_mutex);
 }
 
-module_init(kpatch_test_preoff_init);
 module_exit(kpatch_test_preoff_exit);
-#endif
 
 MODULE_LICENSE("GPL");
-MODULE_DESCRIPTION("kpatch selftest: a section with preemption off while sites are released");
+MODULE_DESCRIPTION("kpatch selftest: ten functions, and a section with preemption off that calls them");

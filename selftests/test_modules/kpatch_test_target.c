@@ -15,10 +15,6 @@
  *
  * kpatch_test_target_data is a plain data object, used as an address
  * that is not text.
- *
- * The read-only parameter ftrace_jmp says whether the kernel's ftrace can
- * make a direct call a jmp (CONFIG_DYNAMIC_FTRACE_WITH_JMP): there kpatch
- * makes jmp sites, elsewhere ftrace_ops sites only.
  */
 
 #include <linux/compiler.h>
@@ -76,10 +72,6 @@ static const struct kernel_param_ops values_ops = {
 
 module_param_cb(values, &values_ops, NULL, 0444);
 MODULE_PARM_DESC(values, "calls the test functions: \"a=<a> b=<b>\"");
-
-static bool ftrace_jmp = IS_ENABLED(CONFIG_DYNAMIC_FTRACE_WITH_JMP);
-module_param(ftrace_jmp, bool, 0444);
-MODULE_PARM_DESC(ftrace_jmp, "whether ftrace can make a direct call a jmp (read-only)");
 
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("kpatch selftest: old functions in a module");

@@ -2,7 +2,7 @@
 # Live-patch demo, run in the test guest by `testbed.sh demo`: replace the
 # kernel's /proc/cmdline handler with one from a test module and back, then
 # a patch that adds per-object data (shadow data, freed by a post-unpatch
-# hook), showing each command as a user would type it.
+# hook) from a patch module, showing each command as a user would type it.
 
 failed=0
 
@@ -44,23 +44,25 @@ dmesg | tail -n 6
 
 # A patch that changes data (README.md): a new function that keeps a
 # count per object in shadow data, freed by the patch's post-unpatch hook.
+# Hooks come with a patch module (kpatch_register()): kpatch_test_patch_a
+# takes the function, its replacement and the hook by address, and the
+# patch is named after it.
 insmod /kpatch/kpatch.ko
 insmod /kpatch/test_modules/kpatch_test_shadow.ko
 p=/sys/module/kpatch_test_shadow/parameters
 old=$(awk '$3 == "kpatch_test_shadow_touch" {print $1}' /proc/kallsyms)
 new=$(awk '$3 == "kpatch_test_shadow_touch_new" {print $1}' /proc/kallsyms)
 free=$(awk '$3 == "kpatch_test_shadow_post_unpatch" {print $1}' /proc/kallsyms)
-echo "check patch data $old $new post-unpatch=$free" > /sys/kernel/debug/kpatch/control
-cat /sys/kernel/debug/kpatch/check
-echo "patch data $old $new post-unpatch=$free" > /sys/kernel/debug/kpatch/control
+insmod /kpatch/test_modules/kpatch_test_patch_a.ko old=$old new=$new post-unpatch=$free
 cat /sys/kernel/debug/kpatch/patches
 echo 0 > $p/touch; echo 0 > $p/touch; echo 2 > $p/touch
 cat $p/values $p/shadow
-echo "unpatch data" > /sys/kernel/debug/kpatch/control
+echo "unpatch kpatch_test_patch_a" > /sys/kernel/debug/kpatch/control
 cat $p/values $p/shadow $p/allocs $p/frees
+rmmod kpatch_test_patch_a
 rmmod kpatch_test_shadow
 rmmod kpatch
-dmesg | grep -e kpatch_test_shadow -e "kpatch: .*data"
+dmesg | grep -e kpatch_test_shadow -e "kpatch: .*kpatch_test_patch_a"
 EOF
 
 exit "$failed"

@@ -68,10 +68,12 @@ TARGET_VALUES=/sys/module/kpatch_test_target/parameters/values
 . "$KPATCH_SELFTESTS/splat.sh"
 
 # Test modules, in an order in which they can be unloaded.
-KP_TEST_MODULES="kpatch_example kpatch_test_notify kpatch_test_hooks kpatch_test_shadow"
+KP_TEST_MODULES="kpatch_example kpatch_test_patch_a kpatch_test_patch_b kpatch_test_patch_c"
+KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_notify kpatch_test_hooks kpatch_test_shadow"
 KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_sib kpatch_test_sib_new kpatch_test_own"
 KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_sc"
 KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_cold kpatch_test_pc kpatch_test_refill"
+KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_nmi_a kpatch_test_nmi_b kpatch_test_nmi_c"
 KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_direct kpatch_test_nmi kpatch_test_preoff"
 KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_going"
 KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_stress"

@@ -5,19 +5,17 @@
 # writes thousands of commands from a fixed seed (how many: below):
 # random bytes, token soups, over-long writes, truncated and mutated
 # valid commands, boundary addresses, names at and past the length limit
-# and with bad bytes, many
-# pairs, hook words (HOOK=ADDR: kpatch_test_shadow's hooks, unknown
-# names, the same hook twice, '=' at the edges, vmlinux and bad
-# addresses), and dry runs (check VERB ...).  Every result must be OK or a
-# documented errno, and the one
+# and with bad bytes, many pairs, the words that once gave a patch hooks
+# (HOOK=ADDR with kpatch_test_shadow's hooks, and words like them: now no
+# address, wherever they stand), and "check", the verb of the dry run that
+# is gone.  Every result must be OK or a documented errno, and the one
 # Documentation.txt's grammar gives; a refusal must change nothing
 # (patches file, sysfs, ftrace's enabled functions, module reference
 # counts); an accepted command must be in effect as the grammar says, and
-# is undone, with its hooks called once each; a dry run must change
-# nothing, call no hook, and leave "VERB NAME ERRNO" as the first line of
-# the check file.  Commands written without CAP_SYS_MODULE must fail with
-# EPERM, writes from unreadable buffers with EFAULT (write(2)'s errno for
-# them, which Documentation.txt does not list).
+# is undone; no command may call a hook.  Commands written without
+# CAP_SYS_MODULE must fail with EPERM, writes from unreadable buffers with
+# EFAULT (write(2)'s errno for them, which Documentation.txt does not
+# list).
 #
 # Then kpatch_test_going is unloaded; its exit function sleeps, and while
 # the module is going, and after it is gone, commands naming its functions

@@ -19,12 +19,13 @@
 # calls into the module, whatever else pins it.  A patch that pins
 # kpatch_test_sib_new but sends no call into it -- it patches a function
 # of the module itself (kpatch_test_sib_other()), or has a hook there
-# (kpatch_test_sib_hook()) -- takes its pin away with it, and its removal
-# does not look for tasks that s1 sent in: so unpatching s1 must fail
-# with EBUSY while the thread is in the helper, although that patch
-# still pins the module, and the module must stay pinned.  The same
-# holds for one patch that has both pairs: s1's, and one whose old
-# function is in kpatch_test_sib_new.
+# (kpatch_test_sib_hook(), the hook of the patch of a patch module,
+# kpatch_test_patch_a, given its function and hook by address) -- takes
+# its pin away with it, and its removal does not look for tasks that s1
+# sent in: so unpatching s1 must fail with EBUSY while the thread is in
+# the helper, although that patch still pins the module, and the module
+# must stay pinned.  The same holds for one patch that has both pairs:
+# s1's, and one whose old function is in kpatch_test_sib_new.
 #
 # Functions: kpatch_test_sib_fn() returns 1, the helper 2;
 # kpatch_test_sib_other() (kpatch_test_sib_new) returns 41 and replaces
@@ -37,6 +38,7 @@
 
 SIB=kpatch_test_sib
 SIB_NEW=kpatch_test_sib_new
+PM=kpatch_test_patch_a
 
 # release: let the thread out of the helper and wait until it is back in
 # its main loop (also the cleanup hook: kpatch_test_sib_new must not be
@@ -117,15 +119,15 @@ try_rmmod_sib_new() {
 	check_not "rmmod $SIB_NEW refused" unload_mod "$SIB_NEW"
 }
 
-# last_pin NAME CMD...: with s1 and patch NAME (CMD, which pins
-# kpatch_test_sib_new without a new function there) enabled and the
+# last_pin NAME CMD...: with s1 and patch NAME (enabled by CMD, which
+# pins kpatch_test_sib_new without a new function there) enabled and the
 # thread in the helper, unpatch s1 must be refused; if it is not, unpatch
 # NAME, which then drops the last pin, must be
 last_pin() {
 	_lp_name=$1
 	shift
 	expect_ok patch s1 "$fn" "$fn_new"
-	expect_ok "$@"
+	check "$_lp_name enabled" "$@"
 	enter_helper
 	kpatch_param retries 0
 	log_mark
@@ -144,7 +146,7 @@ last_pin() {
 				"(refcount $(refcount "$SIB_NEW")); an rmmod now" \
 				"would free the code the thread sleeps in." \
 				"Patching it again."
-			kp "$@" || :
+			"$@" || :
 		fi
 	fi
 	check "$SIB_NEW stays pinned while the thread sleeps in its code" \
@@ -158,7 +160,24 @@ last_pin() {
 	fi
 	expect_ok unpatch "$_lp_name"
 	check_patches "nothing patched"
+	if mod_loaded "$PM"; then
+		check "rmmod $PM" unload_mod "$PM"
+	fi
 	check_no_splat
+}
+
+# patch_s3: patch s3, whose old function is in kpatch_test_sib_new
+patch_s3() {
+	kp patch s3 "$other" "$a1"
+}
+
+# patch_pm: the patch module's patch, with a hook in kpatch_test_sib_new
+# (b -> b1); a second call loads it anew
+patch_pm() {
+	if mod_loaded "$PM"; then
+		unload_mod "$PM" || return 1
+	fi
+	load_mod "$PM" old="$b" new="$b1" pre-patch="$hook"
 }
 
 setup_modules kpatch kpatch_test_target kpatch_test_new "$SIB" "$SIB_NEW"
@@ -256,11 +275,11 @@ hook=$(sym kpatch_test_sib_hook "$SIB_NEW") || bail "setup: find kpatch_test_sib
 
 start_test "the last pin is an old function's"
 log_mark
-last_pin s3 patch s3 "$other" "$a1"
+last_pin s3 patch_s3
 
 start_test "the last pin is a hook's"
 log_mark
-last_pin s4 patch s4 "$b" "$b1" "pre-patch=$hook"
+last_pin "$PM" patch_pm
 
 # One patch, two pairs: s1's, and one whose old function is in
 # kpatch_test_sib_new.  The thread entered the module through the first

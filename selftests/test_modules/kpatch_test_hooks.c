@@ -1,17 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * kpatch_test_hooks - hooks of a patch, for the kpatch selftests
- * (test-hooks.sh, test-check.sh).
+ * (test-hooks.sh; its sleepers: test-busy.sh).
  *
  * Functions to patch: kpatch_test_hooks_f() returns 100, its replacements
  * kpatch_test_hooks_f1/f2/f3() return 101, 102, 103; the "value"
  * parameter reads what kpatch_test_hooks_f() returns now.
  *
- * Hooks, one function per kind, named after it:
+ * Hooks, one function per kind, named after it (a patch module gets
+ * them by address: kpatch_test_patch_a's parameters):
  * kpatch_test_hooks_pre_patch(), ..._stop_patch(), ..._undo_patch(),
  * ..._post_patch(), ..._pre_unpatch(), ..._stop_unpatch(),
  * ..._undo_unpatch(), ..._post_unpatch().  Each logs
- * "kpatch_test_hooks: <hook> <patch name>" (the hook as the control file
+ * "kpatch_test_hooks: <hook> <patch name>" (the hook as the patches file
  * spells it), so that a test reads the order of the calls from the
  * kernel log, and counts its call in "calls".  The pre and post hooks
  * sleep (usleep_range()) and allocate with GFP_KERNEL, which the debug kernel
@@ -500,7 +501,7 @@ EXPORT_SYMBOL_GPL(kpatch_test_hooks_post_unpatch);
 
 /* ---- sleepers ---- */
 
-/* A batch is more than the 64 blockers a dry run lists. */
+/* Batches of up to 80 threads, 96 in all. */
 #define KPATCH_TEST_HOOKS_MAX_SLEEPERS	96
 #define KPATCH_TEST_HOOKS_BATCH		80
 

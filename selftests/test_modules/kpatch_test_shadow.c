@@ -30,8 +30,13 @@
  *           nop=N veto=N"
  *
  * kpatch_test_shadow_hook_nop() returns 0 and kpatch_test_shadow_hook_veto()
- * returns -EINVAL; they only count their calls.  The fuzzer uses them as
- * hooks of any kind.  kpatch_test_shadow_pre_patch() only logs.
+ * returns -EINVAL; they only count their calls.  The fuzzer writes their
+ * addresses in the words that once gave a patch hooks on the control
+ * file (HOOK=ADDR), and test-errors.sh in one such word: no call may
+ * come of them.  kpatch_test_shadow_pre_patch() only logs.
+ *
+ * A patch module gives the hooks to kpatch (test-shadow.sh and the demo
+ * load kpatch_test_patch_a with their addresses).
  */
 
 #include <linux/atomic.h>

@@ -4,26 +4,28 @@
 # test-moving.sh - a user task in the way of an update is moved out of it,
 # held at its return to user space until the write that moved it ends, and
 # the update applies in that one write.  kpatch_test_move's read waits in
-# kpatch_test_move_read_old() (replacement: _new) while "hold" is 1; the
-# stop hooks of the patches say which version is in effect, and the
-# module counts an answer given by the version not in effect ("late": old
-# code ran after the update took effect).  The readers are kpmove
-# processes.
+# kpatch_test_move_read_old() (replacement: _new) while "hold" is 1.  The
+# module's own patch of the read, which it registers with
+# kpatch_register() (its parameter "api"), has stop hooks that say which
+# version is in effect, and the module counts an answer given by the
+# version not in effect ("late": old code ran after the update took
+# effect).  The readers are kpmove processes.
 #
-# - A reader asleep (interruptibly) in the old function: the first patch
-#   write succeeds and the log says whom it moved; the read restarts,
+# - A reader asleep (interruptibly) in the old function: kpatch_register()
+#   succeeds at once and the log says whom it moved; the read restarts,
 #   waits in the new function, and returns its answer, "new", with no
-#   error.  The same for unpatch (asleep in the new function), for a
-#   replace, and for a patch module's kpatch_register() and
-#   kpatch_unregister().  Never late.
+#   error.  The same for kpatch_unregister() (asleep in the new function)
+#   and for a kpatch_register() that replaces a patch of the control
+#   file.  Never late.  Then the same for the first patch and unpatch
+#   writes to the control file.
 # - A poll(2): kpatch_test_move_hrtimeout() replaces the kernel's
 #   schedule_hrtimeout_range_clock(), in which poll sleeps.  The first
 #   write succeeds; the poll returns 0 after its whole timeout, with no
 #   error; its restart sleeps in the new function.
-# - "check" says which blockers the update would move: it answers 0
-#   ("would apply, moving 1 task") for an interruptible sleeper, EBUSY
-#   once an uninterruptible one is there too; the check file marks the
-#   first "moved".
+# - An update moves the tasks it can and names the one it cannot: with an
+#   interruptible and an uninterruptible reader in the way, the patch
+#   (retries=0) fails with EBUSY and changes nothing, the log says that it
+#   moved the first and names the second; both read the old answer.
 # - A reader in uninterruptible or killable sleep is not moved: EBUSY
 #   after the retries, the task named as before, and no spurious wake-up.
 # - A fatal signal ends a hold at once: a reader held while the try waits
@@ -40,9 +42,10 @@
 #   that also replaces the kernel's finish_wait(), which the writer calls
 #   while it waits for the task it moved, refused by an uninterruptible
 #   reader, makes all its tries (retries=3) before it gives up.
-# - `check` and `patch` agree while another update waits between its
-#   tries: that update's gate is off then, and a patch of read2, whose
-#   reader it moves, applies as check said.
+# - The tasks a try moved are let go when the try ends: while the update
+#   sleeps until its next try (refused by an uninterruptible reader), the
+#   reader it moved is back in its read; once both are let go, the update
+#   applies at its second try.
 # - A task that enters the function as the moved one comes out (woken by
 #   it: "chain") is moved too: the patch applies in one write.
 # - A task at the address of a moved task that was killed (a new reader
@@ -60,7 +63,6 @@
 MOD=kpatch_test_move
 KPMOVE=${KPMOVE:-kpmove}
 READ=/sys/kernel/debug/$MOD/read
-READ2=/sys/kernel/debug/$MOD/read2
 CHAIN=/sys/kernel/debug/$MOD/chain
 readers=
 hot=
@@ -89,7 +91,6 @@ msym() {
 }
 old=$(msym read_old)
 new=$(msym read_new)
-hooks="stop-patch=$(msym stop_patch) stop-unpatch=$(msym stop_unpatch)"
 sleeper=$(sym schedule_hrtimeout_range_clock vmlinux) ||
 	bail "setup: find schedule_hrtimeout_range_clock"
 sleeper_new=$(msym hrtimeout)
@@ -160,14 +161,13 @@ answer() {
 	cut -d' ' -f1-2 "$KP_TMP/$1" | sed 's/ [0-9]*$//'
 }
 
-start_test "a reader asleep in the old function: the first patch write applies"
+start_test "a reader asleep in the old function: kpatch_register() applies at once"
 log_mark
 mparam hold 1
 reader r1
 pid=$READER
 check "the reader sleeps in kpatch_test_move_read_old" wait_until sleeping_is 1
-write "patch m1 $old $new $hooks"
-check_eq "patch m1 -> OK, the first write" OK "$KP_RESULT"
+check "kpatch_register() returns 0" mparam api 1
 check "the reader is back in the wait, in the new function" \
 	wait_until sleeping_is 1
 check_eq "no answer yet" "old=0 new=0" "$(modparam "$MOD" answers)"
@@ -175,98 +175,112 @@ release
 check_eq "the read returns the new function's answer, no error" new "$(answer r1)"
 check_eq "the old function never answered" "old=0 new=1" "$(modparam "$MOD" answers)"
 check_eq "nothing late" 0 "$(modparam "$MOD" late)"
-check_transcript "the log says whom it moved, then the patch" <<EOF
+check_transcript "the log says whom it moved, then the patch" "$MOD" <<EOF
 % echo 1 > /sys/module/$MOD/parameters/hold
 % kpmove read $READ > r1 &
-% echo 'patch m1 $old $new $hooks' > control
-kpatch: patch 'm1' busy: moving 1 task out of the way: pid $pid (kpmove)
+% echo 1 > /sys/module/$MOD/parameters/api
+kpatch: patch '$MOD' busy: moving 1 task out of the way: pid $pid (kpmove)
 kpatch: tainting kernel with TAINT_LIVEPATCH
-kpatch: patch 'm1' enabled (1 function)
+kpatch: patch '$MOD' enabled (1 function)
+$MOD: kpatch_register() returned 0
 % echo 0 > /sys/module/$MOD/parameters/hold
 EOF
 check_no_splat
 
-start_test "a reader asleep in the new function: the first unpatch write applies"
+start_test "a reader asleep in the new function: kpatch_unregister() applies at once"
 log_mark
 mparam hold 1
 reader r2
 pid=$READER
 check "the reader sleeps in kpatch_test_move_read_new" wait_until sleeping_is 1
-write "unpatch m1"
-check_eq "unpatch m1 -> OK, the first write" OK "$KP_RESULT"
+check "kpatch_unregister() returns 0" mparam api 0
 release
 check_eq "the read returns the old function's answer" old "$(answer r2)"
 check_eq "answers" "old=1 new=1" "$(modparam "$MOD" answers)"
 check_eq "nothing late" 0 "$(modparam "$MOD" late)"
-check_transcript "the log says whom it moved, then the unpatch" <<EOF
+check_transcript "the log says whom it moved, then the unpatch" "$MOD" <<EOF
 % echo 1 > /sys/module/$MOD/parameters/hold
 % kpmove read $READ > r2 &
-% echo 'unpatch m1' > control
-kpatch: unpatch 'm1' busy: moving 1 task out of the way: pid $pid (kpmove)
-kpatch: patch 'm1' removed
+% echo 0 > /sys/module/$MOD/parameters/api
+kpatch: unpatch '$MOD' busy: moving 1 task out of the way: pid $pid (kpmove)
+kpatch: patch '$MOD' removed
+$MOD: kpatch_unregister() returned 0
 % echo 0 > /sys/module/$MOD/parameters/hold
 EOF
 check_no_splat
 
-start_test "a replace: its first write applies"
+# m2 comes from the control file, without hooks: nobody answers while it
+# is in effect, and the stop hook of the replacing patch says "new".
+start_test "a replace: kpatch_register() with replace applies at once"
 log_mark
-expect_ok patch m2 "$old" "$new" "$hooks"
+expect_ok patch m2 "$old" "$new"
 mparam hold 1
 reader r3
 pid=$READER
 check "the reader sleeps in kpatch_test_move_read_new" wait_until sleeping_is 1
-write "replace m3 $old $new $hooks"
-check_eq "replace m3 -> OK, the first write" OK "$KP_RESULT"
+check "kpatch_register() with replace returns 0" mparam api 2
 release
 check_eq "the read returns the new function's answer" new "$(answer r3)"
 check_eq "nothing late" 0 "$(modparam "$MOD" late)"
-expect_ok unpatch m3
-check_transcript "the log says whom it moved, then the replace" <<EOF
-% echo 'patch m2 $old $new $hooks' > control
+check "kpatch_unregister() returns 0" mparam api 0
+check_transcript "the log says whom it moved, then the replace" "$MOD" <<EOF
+% echo 'patch m2 $old $new' > control
 kpatch: patch 'm2' enabled (1 function)
 % echo 1 > /sys/module/$MOD/parameters/hold
 % kpmove read $READ > r3 &
-% echo 'replace m3 $old $new $hooks' > control
-kpatch: replace 'm3' busy: moving 1 task out of the way: pid $pid (kpmove)
+% echo 2 > /sys/module/$MOD/parameters/api
+kpatch: replace '$MOD' busy: moving 1 task out of the way: pid $pid (kpmove)
 kpatch: patch 'm2' removed
-kpatch: patch 'm3' enabled (1 function)
+kpatch: patch '$MOD' enabled (1 function)
+$MOD: kpatch_register() returned 0
 % echo 0 > /sys/module/$MOD/parameters/hold
-% echo 'unpatch m3' > control
-kpatch: patch 'm3' removed
+% echo 0 > /sys/module/$MOD/parameters/api
+kpatch: patch '$MOD' removed
+$MOD: kpatch_unregister() returned 0
 EOF
 check_no_splat
 
-start_test "kpatch_register() and kpatch_unregister() of a patch module"
+# From here on the read is patched from the control file only, without
+# the stop hooks that say which version is in effect: "late" is not read.
+start_test "the same through the control file: the first patch and unpatch writes apply"
 log_mark
+answers=$(modparam "$MOD" answers)
 mparam hold 1
 reader r4
 pid=$READER
 check "the reader sleeps in kpatch_test_move_read_old" wait_until sleeping_is 1
-check "kpatch_register() returns 0" mparam api 1
+write "patch m1 $old $new"
+check_eq "patch m1 -> OK, the first write" OK "$KP_RESULT"
+check "the reader is back in the wait, in the new function" \
+	wait_until sleeping_is 1
+check_eq "no answer yet" "$answers" "$(modparam "$MOD" answers)"
 release
-check_eq "the read returns the new function's answer" new "$(answer r4)"
+check_eq "the read returns the new function's answer, no error" new "$(answer r4)"
 mparam hold 1
 reader r5
 pid5=$READER
 check "the reader sleeps in kpatch_test_move_read_new" wait_until sleeping_is 1
-check "kpatch_unregister() returns 0" mparam api 0
+write "unpatch m1"
+check_eq "unpatch m1 -> OK, the first write" OK "$KP_RESULT"
 release
 check_eq "the read returns the old function's answer" old "$(answer r5)"
-check_eq "nothing late" 0 "$(modparam "$MOD" late)"
-check_transcript "the log says whom each moved" "$MOD" <<EOF
+n_old=${answers#old=}
+n_old=${n_old%% *}
+check_eq "answers: one more of each" \
+	"old=$((n_old + 1)) new=$((${answers##*=} + 1))" \
+	"$(modparam "$MOD" answers)"
+check_transcript "the log says whom each moved" <<EOF
 % echo 1 > /sys/module/$MOD/parameters/hold
 % kpmove read $READ > r4 &
-% echo 1 > /sys/module/$MOD/parameters/api
-kpatch: patch '$MOD' busy: moving 1 task out of the way: pid $pid (kpmove)
-kpatch: patch '$MOD' enabled (1 function)
-$MOD: kpatch_register() returned 0
+% echo 'patch m1 $old $new' > control
+kpatch: patch 'm1' busy: moving 1 task out of the way: pid $pid (kpmove)
+kpatch: patch 'm1' enabled (1 function)
 % echo 0 > /sys/module/$MOD/parameters/hold
 % echo 1 > /sys/module/$MOD/parameters/hold
 % kpmove read $READ > r5 &
-% echo 0 > /sys/module/$MOD/parameters/api
-kpatch: unpatch '$MOD' busy: moving 1 task out of the way: pid $pid5 (kpmove)
-kpatch: patch '$MOD' removed
-$MOD: kpatch_unregister() returned 0
+% echo 'unpatch m1' > control
+kpatch: unpatch 'm1' busy: moving 1 task out of the way: pid $pid5 (kpmove)
+kpatch: patch 'm1' removed
 % echo 0 > /sys/module/$MOD/parameters/hold
 EOF
 check_no_splat
@@ -300,47 +314,35 @@ check_grep "the poller was moved" "busy: moving .*pid $poller [(]kpmove[)]" \
 	"$(log_since_mark)"
 check_no_splat
 
-start_test "check says which tasks the update would move"
+start_test "an update moves the tasks it can and names the one it cannot"
 log_mark
 set_param kpatch retries 0
 mparam hold 1
 reader r6
 pid=$READER
 check "the reader sleeps" wait_until sleeping_is 1
-kp check patch c1 "$old" "$new" || :
-check_eq "check patch c1 -> OK: it would apply" OK "$KP_RESULT"
-check_grep "check file: the reader, moved" \
-	"^moved $pid $MOD:kpatch_test_move_read_old[+]0x[0-9a-f]+/0x[0-9a-f]+ kpmove\$" \
-	"$(cat "$KP_DEBUGFS/check")"
 mparam sleep d
 reader r7
 pid7=$READER
-check "the second reader sleeps" wait_until sleeping_is 2
+check "the second reader sleeps, uninterruptibly" wait_until sleeping_is 2
 save_state
-kp check patch c1 "$old" "$new" || :
-check_eq "check patch c1 -> EBUSY" EBUSY "$KP_RESULT"
+write "patch c1 $old $new"
+check_eq "patch c1 -> EBUSY" EBUSY "$KP_RESULT"
 check_state_unchanged
-check_eq "check file: the answer" "patch c1 -16" \
-	"$(head -n 1 "$KP_DEBUGFS/check")"
-where="$MOD:kpatch_test_move_read_old[+]0x[0-9a-f]+/0x[0-9a-f]+"
-check "check file: both readers, the first one moved" sh -c \
-	"tail -n +2 '$KP_DEBUGFS/check' | grep -Eqx 'moved $pid $where kpmove' &&
-	 tail -n +3 '$KP_DEBUGFS/check' | grep -Eqx '$pid7 $where kpmove'"
 release
 mparam sleep s
-check_transcript "the log lists both, and which it would move" <<EOF
+check_eq "the moved reader read the old function's answer, no error" old \
+	"$(answer r6)"
+check_eq "the other one too" old "$(answer r7)"
+check_transcript "the log: the first reader moved, the second one named" <<EOF
 % echo 0 > /sys/module/kpatch/parameters/retries
 % echo 1 > /sys/module/$MOD/parameters/hold
 % kpmove read $READ > r6 &
-% echo 'check patch c1 $old $new' > control
-kpatch: check patch 'c1': would apply, moving 1 task out of the way
-kpatch: check patch 'c1': pid $pid (kpmove) in kpatch_test_move_read_old+0x_/0x_ [$MOD], which it would move out of the way
 % echo d > /sys/module/$MOD/parameters/sleep
 % kpmove read $READ > r7 &
-% echo 'check patch c1 $old $new' > control
-kpatch: check patch 'c1': would fail (-16): 2 tasks in the way
-kpatch: check patch 'c1': pid $pid (kpmove) in kpatch_test_move_read_old+0x_/0x_ [$MOD], which it would move out of the way
-kpatch: check patch 'c1': pid $pid7 (kpmove) in kpatch_test_move_read_old+0x_/0x_ [$MOD]
+% echo 'patch c1 $old $new' > control
+kpatch: patch 'c1' busy: moving 1 task out of the way: pid $pid (kpmove)
+kpatch: patch 'c1' refused: kpatch_test_move_read_old+0x_/0x_ [$MOD] is on the stack of pid $pid7 (kpmove)
 % echo 0 > /sys/module/$MOD/parameters/hold
 % echo s > /sys/module/$MOD/parameters/sleep
 EOF
@@ -498,39 +500,32 @@ else
 	skip "finish_wait() cannot be traced on this kernel"
 fi
 
-start_test "check and patch agree while another update waits between its tries"
+start_test "a task moved by an update that waits between its tries is let go meanwhile"
 log_mark
-old2=$(msym read2_old)
-new2=$(msym read2_new)
 set_param kpatch retries 1
-set_param kpatch retry_delay_ms 3000
+set_param kpatch retry_delay_ms 5000
 mparam hold 1
-reader r15 "$READ2"
-check "a reader sleeps in read2" wait_until sleeping_is 1
-reader r16
-check "a reader sleeps in read" wait_until sleeping_is 2
+reader r15
+moved=$READER
+check "a reader sleeps in read" wait_until sleeping_is 1
 mparam sleep d
-reader r17
-check "another, uninterruptibly" wait_until sleeping_is 3
+reader r16
+check "another, uninterruptibly" wait_until sleeping_is 2
 mparam sleep s
 log_kp "patch da $old $new" "&"
 "$KPMOVE" write "$KP_CONTROL" "patch da $old $new" >"$KP_TMP/da" 2>&1 &
 da=$!
-check "da moved a reader, and waits between its tries" \
+check "da moved the first reader, and waits between its tries" \
 	wait_until sh -c "dmesg | grep -q \"patch 'da' busy (try 1 of 2\""
-# no retry for db: it applies at its first try or not at all
-set_param kpatch retries 0
-kp check patch db "$old2" "$new2" || :
-check_eq "check patch db -> OK (would apply, moving 1 task)" OK "$KP_RESULT"
-write "patch db $old2 $new2"
-check_eq "patch db -> OK, as check said" OK "$KP_RESULT"
-check "da still waits" test -e "/proc/$da"
+check "the log named the reader it moved" moved_in_log "$moved"
+# held until the try ended, then its read restarted: in the wait again,
+# while da sleeps, not after da's last try
+check "the moved reader is back in the wait" wait_until sleeping_is 2
+check "... while da still waits" test ! -s "$KP_TMP/da"
 release
 wait "$da"
 check_eq "da -> OK at its second try" OK "$(cut -d' ' -f1 "$KP_TMP/da")"
-check_eq "the read2 reader got read2's new function's answer" new2 \
-	"$(answer r15)"
-expect_ok unpatch db
+check_eq "the moved reader got the old function's answer" old "$(answer r15)"
 expect_ok unpatch da
 set_param kpatch retries "$retries"
 set_param kpatch retry_delay_ms "$delay"
@@ -602,8 +597,9 @@ mparam sleep s
 log_kp "patch x1 $old $new" "&"
 "$KPMOVE" write "$KP_CONTROL" "patch x1 $old $new" >"$KP_TMP/x1" 2>&1 &
 writer=$!
+# retries=100 with 10 s between tries: 7 tries, the cap of 60 s of sleeps
 check "the writer sleeps between tries" \
-	wait_until sh -c "dmesg | grep -q \"patch 'x1' busy (try 1 of 101\""
+	wait_until sh -c "dmesg | grep -q \"patch 'x1' busy (try 1 of 7\""
 release
 log_command "kill -9 $writer"
 kill -9 "$writer"

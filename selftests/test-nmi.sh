@@ -10,8 +10,13 @@
 # that the pair it got comes from one generation.  Generation N of f and g
 # also works on data in version N (a version word and four fields, each
 # encoded differently in each version), and checks it at every call.
-# Every patch to generation N has the hooks kpatch_test_nmi_*N (HOOK=ADDR
-# in the control file): its stop-patch hook converts the data to version
+# Every patch to generation N is the patch of a patch module, which
+# kpatch_register() enables (a write of 1 to the module's parameter
+# "enable") and "unpatch NAME" on the control file removes:
+# kpatch_test_nmi_a (generation 1), kpatch_test_nmi_b (2) or
+# kpatch_test_nmi_c (3, a replace), each loaded with the addresses of f
+# and g, of their generation-N versions and of the hooks
+# kpatch_test_nmi_*N.  The stop-patch hook converts the data to version
 # N, field by field, inside stop_machine(); stop-unpatch converts it back
 # to the patch below (or 0); the undo hooks reverse them on a roll back;
 # the pre and post hooks take a snapshot before each update and check it
@@ -28,7 +33,8 @@
 #      patch A, stack B, unpatch A, unpatch B
 #      patch A, replace with C, unpatch C
 #      patch A, stack B, replace with C, unpatch C
-#    (A: f->f1 g->g1, B: f2/g2, C: f3/g3).  An NMI that calls f or g while
+#    (A: f->f1 g->g1, kpatch_test_nmi_a; B: f2/g2, kpatch_test_nmi_b;
+#    C: f3/g3, kpatch_test_nmi_c).  An NMI that calls f or g while
 #    an update is in progress makes kpatch refuse it (EBUSY); that is
 #    retried up to 20 times.  Every few conversions (KPATCH_NMI_STOP_KICK,
 #    default 10) the stop hook itself raises an NMI on the other CPUs after
@@ -79,17 +85,34 @@ if [ -w /sys/module/kpatch/parameters/retries ]; then
 fi
 f=$(sym kpatch_test_nmi_f kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_f"
 g=$(sym kpatch_test_nmi_g kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_g"
-f1=$(sym kpatch_test_nmi_f1 kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_f1"
-g1=$(sym kpatch_test_nmi_g1 kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_g1"
-f2=$(sym kpatch_test_nmi_f2 kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_f2"
-g2=$(sym kpatch_test_nmi_g2 kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_g2"
-f3=$(sym kpatch_test_nmi_f3 kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_f3"
-g3=$(sym kpatch_test_nmi_g3 kpatch_test_nmi) || bail "setup: find kpatch_test_nmi_g3"
 
-h1=$(nmi_hooks 1) || bail "setup: find the hooks of generation 1"
-h2=$(nmi_hooks 2) || bail "setup: find the hooks of generation 2"
-h3=$(nmi_hooks 3) || bail "setup: find the hooks of generation 3"
-# (each $hN is eight words, split on purpose below)
+# gen_params N: the parameters of a patch module's patch to generation N:
+# f and g, their versions N and the hooks kpatch_test_nmi_*N
+gen_params() {
+	_gp="old1=$f new1=$(sym "kpatch_test_nmi_f$1" kpatch_test_nmi)" || return 1
+	_gp="$_gp old2=$g new2=$(sym "kpatch_test_nmi_g$1" kpatch_test_nmi)" || return 1
+	for _gp_k in pre_patch stop_patch undo_patch post_patch \
+		pre_unpatch stop_unpatch undo_unpatch post_unpatch; do
+		_gp_a=$(sym "kpatch_test_nmi_$_gp_k$1" kpatch_test_nmi) || return 1
+		_gp="$_gp $_gp_k=$_gp_a"
+	done
+	echo "$_gp"
+}
+
+# The patch modules, one per generation: A, B and C (a replace).
+A=kpatch_test_nmi_a
+B=kpatch_test_nmi_b
+C=kpatch_test_nmi_c
+p1=$(gen_params 1) || bail "setup: find the functions and hooks of generation 1"
+p2=$(gen_params 2) || bail "setup: find the functions and hooks of generation 2"
+p3=$(gen_params 3) || bail "setup: find the functions and hooks of generation 3"
+# (each $pN is twelve words, split on purpose)
+# shellcheck disable=SC2086
+load_mod "$A" $p1 || bail "setup: load $A"
+# shellcheck disable=SC2086
+load_mod "$B" $p2 || bail "setup: load $B"
+# shellcheck disable=SC2086
+load_mod "$C" $p3 replace=1 || bail "setup: load $C"
 
 # nmi NAME: value of kpatch_test_nmi's parameter NAME
 nmi() {
@@ -123,13 +146,22 @@ nmi_sent_all_landed() {
 
 # ---------------------------------------------------------------- stress --
 
-# fast_kp CMD...: write CMD to the control file with the shell's own echo
-# (no fork), retrying EBUSY up to MAX_TRIES times; KP_RESULT is OK, EBUSY
-# or the error text.  Counts the retries in busy_retries.
+# fast_kp VERB NAME: patch or replace NAME (a write of 1 to its module's
+# enable: kpatch_register()), or unpatch it (the control file), with the
+# shell's own echo (no fork), retrying EBUSY up to MAX_TRIES times;
+# KP_RESULT is OK, EBUSY or the error text.  Counts the retries in
+# busy_retries.
 fast_kp() {
 	_fk_try=0
+	if [ "$1" = unpatch ]; then
+		_fk_file=$KP_CONTROL
+		_fk_str="unpatch $2"
+	else
+		_fk_file=/sys/module/$2/parameters/enable
+		_fk_str=1
+	fi
 	while :; do
-		if echo "$*" 2>"$KP_TMP/err" >"$KP_CONTROL"; then
+		if echo "$_fk_str" 2>"$KP_TMP/err" >"$_fk_file"; then
 			KP_RESULT=OK
 		else
 			read -r KP_RESULT <"$KP_TMP/err" || KP_RESULT="(no message)"
@@ -146,7 +178,7 @@ fast_kp() {
 	[ "$KP_RESULT" = OK ]
 }
 
-# step GEN CMD...: one update of a cycle; then f and g called from the
+# step GEN VERB NAME: one update of a cycle; then f and g called from the
 # shell must return generation GEN, and the data must be in version GEN
 step() {
 	_st_gen=$1
@@ -176,28 +208,27 @@ step() {
 }
 
 # cycle N: one cycle, of shape N % 4; fails at the first step that fails
-# shellcheck disable=SC2086
 cycle() {
-	step 1 patch A "$f" "$f1" "$g" "$g1" $h1 || return 1
+	step 1 patch "$A" || return 1
 	case $(($1 % 4)) in
 	0)
-		step 2 patch B "$f" "$f2" "$g" "$g2" $h2 &&
-			step 1 unpatch B &&
-			step 0 unpatch A
+		step 2 patch "$B" &&
+			step 1 unpatch "$B" &&
+			step 0 unpatch "$A"
 		;;
 	1)
-		step 2 patch B "$f" "$f2" "$g" "$g2" $h2 &&
-			step 2 unpatch A &&
-			step 0 unpatch B
+		step 2 patch "$B" &&
+			step 2 unpatch "$A" &&
+			step 0 unpatch "$B"
 		;;
 	2)
-		step 3 replace C "$f" "$f3" "$g" "$g3" $h3 &&
-			step 0 unpatch C
+		step 3 replace "$C" &&
+			step 0 unpatch "$C"
 		;;
 	3)
-		step 2 patch B "$f" "$f2" "$g" "$g2" $h2 &&
-			step 3 replace C "$f" "$f3" "$g" "$g3" $h3 &&
-			step 0 unpatch C
+		step 2 patch "$B" &&
+			step 3 replace "$C" &&
+			step 0 unpatch "$C"
 		;;
 	esac
 }
@@ -293,7 +324,7 @@ i=0
 while [ "$i" -lt "$MAX_CYCLES" ]; do
 	i=$((i + 1))
 	if ! cycle "$i"; then
-		for _n in C B A; do
+		for _n in "$C" "$B" "$A"; do
 			fast_kp unpatch "$_n" 2>/dev/null
 		done
 	fi
@@ -358,17 +389,47 @@ data_violations
 
 # ---------------------------------------------------------- failure paths --
 
-# refused_by_nmi CMD...: an NMI made CMD (patch, replace, unpatch NAME
-# ...) fail with EBUSY, and the log after the command says f was called
+# upd_shown VERB NAME: the transcript line of upd VERB NAME
+upd_shown() {
+	if [ "$1" = unpatch ]; then
+		echo "echo 'unpatch $2' > control"
+	else
+		echo "echo 1 > /sys/module/$2/parameters/enable"
+	fi
+}
+
+# upd VERB NAME: patch or replace NAME (kpatch_register(), by a write of
+# 1 to its module's enable), or unpatch it (the control file); KP_RESULT
+# is OK or the errno name; succeeds if it is OK
+upd() {
+	log_command "$(upd_shown "$@")"
+	if [ "$1" = unpatch ]; then
+		KP_RESULT=$("$KPCTL" "$KP_CONTROL" "unpatch $2" 2>&1)
+	else
+		KP_RESULT=$("$KPCTL" "/sys/module/$2/parameters/enable" 1 2>&1)
+	fi
+	diag "$KP_RESULT"
+	[ "$KP_RESULT" = OK ]
+}
+
+# upd_ok VERB NAME: assert that upd VERB NAME succeeds
+upd_ok() {
+	upd "$@"
+	check_eq "$1 $2 -> OK" OK "$KP_RESULT"
+}
+
+# refused_by_nmi VERB NAME: an NMI made that update fail with EBUSY, and
+# the log after the command says f was called
 refused_by_nmi() {
 	check_transcript "the log names the function the NMI called" <<EOF
-% echo '$(kp_logged "$*")' > control
+% $(upd_shown "$@")
 kpatch: $1 '$2' refused: kpatch_test_nmi_f+0x_/0x_ [kpatch_test_nmi] was called during the update, from an NMI; rolled back
 EOF
 }
 
-# forced CMD...: with the hook armed, CMD fails with EBUSY, changes
-# nothing (the data included), its undo hooks ran, and the log says why
+# forced VERB NAME: with the hook armed, the update fails with EBUSY,
+# changes nothing (the data included), its undo hooks ran, and the log
+# says why
 forced() {
 	log_mark
 	_fo_n=$(nmi forced)
@@ -376,7 +437,10 @@ forced() {
 	_fo_old=$(nmi old_converted)
 	_fo_data=$(nmi data)
 	_fo_ver=$(nmi data_version)
-	expect_refused EBUSY "$@"
+	save_state
+	upd "$@"
+	check_eq "$1 $2 -> EBUSY" EBUSY "$KP_RESULT"
+	check_state_unchanged
 	check_eq "the hook made an NMI land during the update" \
 		$((_fo_n + 1)) "$(nmi forced)"
 	refused_by_nmi "$@"
@@ -394,34 +458,33 @@ forced() {
 	fi
 }
 
-# shellcheck disable=SC2086
 for point in updating stop published; do
 	start_test "an NMI at $point"
 	log_mark
 	point_mark=$KP_MARK
 	nmi_set force_every 1
 	nmi_set force "$point"
-	forced patch P "$f" "$f1" "$g" "$g1" $h1
+	forced patch "$A"
 	check_eq "f and g still unpatched" 0 "$(nmi generation)"
 	check_eq "the data still in version 0" "0 []" "$(nmi data_version)"
 
 	nmi_set force off
 	log_mark
-	expect_ok patch P "$f" "$f1" "$g" "$g1" $h1
+	upd_ok patch "$A"
 	check_eq "without the NMI the patch applies: generation 1" 1 "$(nmi generation)"
 	check_eq "the data converted to version 1" "1 [1]" "$(nmi data_version)"
 
 	nmi_set force "$point"
-	forced patch Q "$f" "$f2" "$g" "$g2" $h2
+	forced patch "$B"
 	check_eq "stacking refused: generation still 1" 1 "$(nmi generation)"
-	forced replace Q "$f" "$f3" "$g" "$g3" $h3
+	forced replace "$C"
 	check_eq "replace refused: generation still 1" 1 "$(nmi generation)"
-	forced unpatch P
+	forced unpatch "$A"
 	check_eq "unpatch refused, rolled back: generation still 1" 1 "$(nmi generation)"
 	check_eq "the data still in version 1" "1 [1]" "$(nmi data_version)"
 
 	nmi_set force off
-	expect_ok unpatch P
+	upd_ok unpatch "$A"
 	check_eq "unpatched: generation 0" 0 "$(nmi generation)"
 	check_eq "the data back in version 0" "0 []" "$(nmi data_version)"
 	check_patches "no patch left"
@@ -433,28 +496,28 @@ done
 
 # ------------------------------------------------- an NMI across the update --
 
-# straddled GEN CMD...: run CMD while an NMI spans the update; it may be
+# straddled GEN VERB NAME: run the update while an NMI spans it; it may be
 # accepted or refused, but the NMI must see one generation.  Then make
-# sure CMD took effect (without the NMI), so f and g are at GEN.
+# sure it took effect (without the NMI), so f and g are at GEN.
 straddled() {
 	_sd_gen=$1
 	shift
 	_sd_n=$(nmi inconsistent)
 	_sd_forced=$(nmi forced)
-	kp "$@"
+	upd "$@"
 	check_eq "the NMI landed and called f before the update" \
 		$((_sd_forced + 1)) "$(nmi forced)"
 	case $KP_RESULT in
-	OK | EBUSY) ok "$(kp_what "$*") -> OK or EBUSY" ;;
-	*) not_ok "$(kp_what "$*") -> OK or EBUSY" ;;
+	OK | EBUSY) ok "$1 $2 -> OK or EBUSY" ;;
+	*) not_ok "$1 $2 -> OK or EBUSY" ;;
 	esac
 	if ! check_eq "the NMI's f and g came from one generation" \
 		"$_sd_n" "$(nmi inconsistent)"; then
-		diag "$(kp_what "$*") -> $KP_RESULT; the NMI got $(nmi last_inconsistent)"
+		diag "$1 $2 -> $KP_RESULT; the NMI got $(nmi last_inconsistent)"
 	fi
 	if [ "$KP_RESULT" = EBUSY ]; then
 		nmi_set force off
-		kp "$@"
+		upd "$@"
 		nmi_set force straddle
 	fi
 	check_eq "f and g at generation $_sd_gen" "$_sd_gen" "$(nmi generation)"
@@ -468,11 +531,9 @@ if [ "$STRADDLE" = 1 ]; then
 	point_mark=$KP_MARK
 	nmi_set force_every 1
 	nmi_set force straddle
-	# shellcheck disable=SC2086
-	straddled 1 patch P "$f" "$f1" "$g" "$g1" $h1
-	# shellcheck disable=SC2086
-	straddled 3 replace C "$f" "$f3" "$g" "$g3" $h3
-	straddled 0 unpatch C
+	straddled 1 patch "$A"
+	straddled 3 replace "$C"
+	straddled 0 unpatch "$C"
 	nmi_set force off
 	check_eq "no straddling NMI failed to land" 0 "$(nmi force_timeouts)"
 	data_violations

@@ -15,11 +15,11 @@
 # kprobe is gone and the thread let go, kpatch_test_busy_fn and
 # kpatch_test_value_a can be patched and run their new functions.
 #
-# The same with a function whose hook was another patch's during the
-# first try: a patch of kpatch_test_value_b() and kpatch_test_busy_fn(),
-# while patch r_b holds kpatch_test_value_b; r_b is unpatched while the
-# update sleeps, and the kprobe is on kpatch_test_busy_fn's neighbour in
-# the command, kpatch_test_value_a, which comes first.
+# The same with a function that another patch holds: a patch of
+# kpatch_test_value_a(), kpatch_test_value_b() and kpatch_test_busy_fn(),
+# while patch r_b holds kpatch_test_value_b; the kprobe is on
+# kpatch_test_value_a, which comes first in the command.  The refused
+# update leaves r_b as it was: listed, hooked, its function running.
 #
 # Functions: kpatch_test_target's kpatch_test_value_a() (1; _v1: 11) and
 # kpatch_test_value_b() (2; _v1: 21), kpatch_test_busy's
@@ -151,24 +151,35 @@ expect_ok unpatch r_fn
 check_not "kpatch_test_busy_fn is not hooked any more" hooked kpatch_test_busy_fn
 check_no_splat
 
-start_test "the same, with a hook another patch had during the first try"
-log_mark
+start_test "the same, with a function another patch holds"
 check "the thread sleeps in kpatch_test_busy_fn again" thread_in_fn
+log_mark
 expect_ok patch r_b "$b" "$b1"
 check_eq "kpatch_test_value_b_v1 runs" "a=1 b=21" "$(target_values)"
+r_b_line=$(pline r_b kpatch_test_target:kpatch_test_value_b "$b" \
+	kpatch_test_new:kpatch_test_value_b_v1 "$b1" active)
 check "precondition: patch r_ab2 is refused once and sleeps" \
 	writer_start r_ab2 "patch r_ab2 $a $a1 $b $b1 $fn $fn_new"
-kp unpatch r_b >/dev/null
-check_eq "unpatch r_b while r_ab2 sleeps -> OK" OK "$KP_RESULT"
 check "insmod $PROBE func=kpatch_test_value_a (post_handler: IPMODIFY)" \
 	load_mod "$PROBE" func=kpatch_test_value_a
 writer_finish
 check_eq "patch r_ab2 -> EBUSY" EBUSY "$KP_RESULT"
+check_transcript "kpatch logs the two refusals, and nothing else" "$PROBE" <<EOF
+% echo 'patch r_b $b $b1' > control
+kpatch: patch 'r_b' enabled (1 function)
+% echo 'patch r_ab2 $a $a1 $b $b1 $fn $fn_new' > control &
+kpatch: patch 'r_ab2' busy (try 1 of 2, again in $DELAY ms): kpatch_test_busy_fn+0x0/0x0 [kpatch_test_busy] is on the stack of pid $pid (kpatch_busy)
+% insmod $PROBE.ko func=kpatch_test_value_a
+kpatch: patch 'r_ab2' refused: ftrace cannot redirect kpatch_test_value_a+0x0/0x0 [kpatch_test_target] (-16); is a kprobe or another live patch on it?
+EOF
 check_no_splat
-check_no_grep "no ftrace hook was kept" "keeps its ftrace hook" "$(log_since_mark)"
-check_patches "nothing patched"
-check_not "kpatch_test_value_b is not hooked" hooked kpatch_test_value_b
+check_patches "only r_b patched" "$r_b_line"
+check_eq "r_b's kpatch_test_value_b_v1 still runs" "a=1 b=21" "$(target_values)"
+check "kpatch_test_value_b is still hooked, by r_b" on_handler kpatch_test_value_b
+check_not "kpatch_test_busy_fn is not hooked" hooked kpatch_test_busy_fn
 check "rmmod $PROBE" unload_mod "$PROBE"
+expect_ok unpatch r_b
+check_not "kpatch_test_value_b is not hooked any more" hooked kpatch_test_value_b
 expect_ok patch r_b2 "$b" "$b1"
 check_eq "kpatch_test_value_b_v1 runs" "a=1 b=21" "$(target_values)"
 expect_ok unpatch r_b2

@@ -22,17 +22,17 @@
  * pid, a wait that a signal ended sends that task SIGKILL (and sets
  * "kill" to 0): a writer killed as the task it moved comes out.
  *
- * Which version an update put in effect is set by the stop hooks, inside
- * stop_machine(): kpatch_test_move_stop_patch() says "new",
- * kpatch_test_move_stop_unpatch() "old" (give them as stop-patch= and
- * stop-unpatch= on the control file).  A function that returns its answer
- * while the other version is in effect counts in "late": a task ran old
- * code after the update took effect.  "answers" reads how many answers
+ * The module patches its own read with kpatch_register(): writing 1 to
+ * "api" registers kpatch_test_move_read_old() -> _new (the patch is named
+ * after the module), 2 the same with replace (every other patch removed in
+ * the same step); 0 takes it out with kpatch_unregister(); each logs what
+ * it returned.  The patch has two stop hooks, which say which version is in
+ * effect, inside stop_machine(): kpatch_test_move_stop_patch() "new",
+ * kpatch_test_move_stop_unpatch() "old".  A function that returns its
+ * answer while the other version is in effect counts in "late": a task ran
+ * old code after the update took effect (meaningful while the read is
+ * patched only by this module's patch).  "answers" reads how many answers
  * each gave: "old=N new=N".
- *
- * Writing 1 to "api" patches the module's own read with kpatch_register()
- * (the patch is named after the module, with both stop hooks); 0 takes it
- * out with kpatch_unregister(); each logs what it returned.
  *
  * A poll: kpatch_test_move_hrtimeout() is the kernel's
  * schedule_hrtimeout_range_clock(), through which every poll(2),
@@ -307,13 +307,15 @@ static struct kpatch_module kpatch_move_kpmod = {
 static int kpatch_move_register_set(const char *val,
 				    const struct kernel_param *kp)
 {
-	bool on;
-	int ret = kstrtobool(val, &on);
+	unsigned int how;
+	int ret = kstrtouint(val, 0, &how);
 
 	if (ret)
 		return ret;
-	if (on) {
-		ret = kpatch_register(&kpatch_move_kpmod, false);
+	if (how > 2)
+		return -EINVAL;
+	if (how) {
+		ret = kpatch_register(&kpatch_move_kpmod, how == 2);
 		pr_info("kpatch_register() returned %d\n", ret);
 	} else {
 		ret = kpatch_unregister(&kpatch_move_kpmod);
@@ -326,7 +328,7 @@ static const struct kernel_param_ops kpatch_move_register_ops = {
 	.set = kpatch_move_register_set,
 };
 module_param_cb(api, &kpatch_move_register_ops, NULL, 0200);
-MODULE_PARM_DESC(api, "1: kpatch_register() the read's patch; 0: kpatch_unregister() it");
+MODULE_PARM_DESC(api, "1: kpatch_register() the read's patch; 2: the same, replacing every other patch; 0: kpatch_unregister() it");
 
 /* ---- a poll ---- */
 
@@ -438,7 +440,7 @@ static int __init kpatch_test_move_init(void)
 	return 0;
 }
 
-/* The patch of "register" pins the module: it is out by now. */
+/* The patch of "api" pins the module: it is out by now. */
 static void __exit kpatch_test_move_exit(void)
 {
 	debugfs_remove_recursive(kpatch_move_dir);

@@ -1,54 +1,51 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 #
-# test-kprobed.sh - code that kpatch reads while a kprobe sits on one of
-# its jumps.
+# test-kprobed.sh - kprobes on the code of a patched function, and on
+# the code of a module that a patch redirects into.
 #
-# kpatch reads code to find where a task can be without a frame of the
-# function it entered: a function's pieces (.part.N, .cold), reached by
-# jumps from the function, and the functions of a module that a redirect
-# into it reaches by jumps.  A kprobe on an instruction writes an INT3
+# kpatch scans a function's code for jumps into its pieces (.part.N,
+# .cold: test-pieces.sh).  A kprobe on an instruction writes an INT3
 # over the instruction's first byte; on a jmp or jcc kprobes cannot
 # optimize it away (a relative jump cannot run from a copy), so the INT3
-# stays for as long as the kprobe is armed.  What the INT3 hides is
-# still there: the jump runs, emulated by kprobes, on every call.
-#
-#   - old side: kpatch_test_pc_g() jumps (jne, 32-bit) to its piece
-#     kpatch_test_pc_g.part.0; the kthread "kpatch_pc" sleeps in a call
-#     made from the piece.  With a kprobe on that jne, patching g must
-#     still fail with EBUSY naming the piece and the thread (else the
-#     thread runs the rest of the old piece after the patch took effect:
-#     "tail" counts it).
-#   - the same where the jump starts a block right after a return, so
-#     that the INT3 stands where padding may (straight-line speculation,
-#     a return the kernel rewrote): kpatch_test_pc_rj()'s jmp to its
-#     piece, and kpatch_test_sc_near_rj()'s jmp to the module's
-#     kpatch_test_sc_far_helper(), where the reader sleeps in a call;
-#     the refusal names the piece, and the module's code (kprobes says
-#     there is a probe: not padding).  And kpatch_test_pc_xj()'s jmp to
-#     its piece, where only the module's exception table leads: the
-#     fixup of a ud2 that the call runs into.
-#   - two kprobes in one function, the second one through tracefs, where
-#     one hides what leads to the other's jump into a piece: an optimized
-#     kprobe (a jmp out) before a jne; a probed "mov %ebx, %eax" (8b c3,
-#     which after its INT3 reads as a ret) before a jmp; a jmp after a
-#     return that only another probed jmp leads to; a probe on the testl
-#     before a probed jne.  Each refusal names the piece.
+# stays for as long as the kprobe is armed, and the jump still runs,
+# emulated by kprobes, on every call.  With a kprobe on the jump into a
+# piece, or on an instruction near it, patching the function must still
+# fail with EBUSY while the kthread "kpatch_pc" sleeps in a call made
+# from the piece, naming the piece and the thread (else the thread runs
+# the rest of the old piece after the patch took effect: "tail" counts
+# it):
+#   - on the 32-bit jne of kpatch_test_pc_g() into g.part.0 (the INT3
+#     on its 0f); on the short jmp (eb) of jmp8 and the short jne (75) of
+#     jcc8 into their pieces;
+#   - on a jmp into a piece that starts the block right after a return,
+#     where a compiler may leave INT3s of its own (rj), and on one that
+#     only the module's exception table leads to (xj);
+#   - on the 32-bit jne of ch.part.0 into ch.part.0.cold, a piece that
+#     only that piece leads to;
+#   - two kprobes in one function, the second one through tracefs: an
+#     optimized kprobe (a jmp out) before a jne; a probed "mov %ebx,
+#     %eax" (8b c3, its second byte the opcode of ret) before a jmp; a
+#     jmp after a return that only another probed jmp leads to; a probe
+#     on the testl before a probed jne.  Each refusal names the piece.
 #   - one kprobe on "xor %esi, %esi" (31 f6) that starts a block after a
-#     return, before a jmp into a piece: read after the INT3, f6 e9 is
-#     one instruction, which swallows the jmp's opcode; the same after
-#     more jumps than kpatch keeps one by one; the same where the jne
-#     leads to the jmp, past the xor (the kprobe never fires); and a
-#     probed movl whose bytes after the INT3 read as a movabs that
-#     swallows the jmp into the piece and the jmp back to the movl.
-#   - a redirect into a module: kpatch_test_sc_near() is a jmp to
-#     kpatch_test_sc_near_helper(), the function right behind it; a
-#     reader redirected there sleeps in a call made from the helper.
-#     With a kprobe on that jmp, unpatching the last patch into
-#     kpatch_test_sc must still fail with EBUSY (else the module can be
-#     unloaded under the reader): kpatch cannot read the jmp, checks the
-#     whole module, and names the reader's innermost frame in it.
-#     Without the kprobe it names the helper.
+#     return, before a jmp into a piece (f6 e9 also starts an
+#     instruction, one that covers the jmp's opcode); the same after 35
+#     jumps inside the function; the same where the jne leads to the
+#     jmp, past the xor (the kprobe never fires); and a probed movl whose
+#     bytes from the second on start a movabs that covers the jmp into
+#     the piece and the jmp back to the movl.
+#
+# And a redirect into a module: kpatch_test_sc_near() is a jmp to
+# kpatch_test_sc_near_helper(), the function right behind it, and
+# kpatch_test_sc_near_rj() jumps over a return to a jmp to
+# kpatch_test_sc_far_helper(); a reader redirected into either sleeps
+# in kpatch_test_sc_slow(), called from the helper.  Unpatching the last
+# patch that redirects into kpatch_test_sc checks the module's whole
+# text, whatever the code there is and whether or not a kprobe sits on
+# its jmp: the unpatch fails with EBUSY, naming the reader's innermost
+# frame in the module, kpatch_test_sc_slow(), and the module cannot be
+# unloaded meanwhile (else the reader wakes up in freed memory).
 #
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
@@ -77,6 +74,16 @@ is_patched() {
 probe_on() {
 	check "insmod $KPROBE on $1, offset $2 past its ENDBR" \
 		load_mod "$KPROBE" func="$1" offset="$2"
+	check_grep "kprobes lists the probe in $1" "[[:space:]]$1[+]0x" \
+		"$(cat "$KPROBES_LIST" 2>&1)"
+}
+
+# probe_at SYM AT: arm a kprobe AT bytes past SYM's start (a piece of a
+# function, which has no ENDBR), on the jump there, and check that
+# kprobes lists it
+probe_at() {
+	check "insmod $KPROBE on $1, at $2" \
+		load_mod "$KPROBE" func="$1" at="$2"
 	check_grep "kprobes lists the probe in $1" "[[:space:]]$1[+]0x" \
 		"$(cat "$KPROBES_LIST" 2>&1)"
 }
@@ -115,16 +122,18 @@ reader=
 # Every refusal here is a task asleep until released: no retries.
 set_param kpatch retries 0
 
-# piece_refused CALL KNAME OLD NEW [WHAT]: the thread calls
-# kpatch_test_pc_CALL() and sleeps in a call made from its piece; with
-# WHAT, kpatch_test_kprobe fired on that instruction.  Patching OLD with
-# NEW as KNAME is refused, naming the piece and the thread; had it
-# applied, no old code may run after it took effect ("tail").
+# piece_refused CALL KNAME OLD NEW [WHAT [PIECE]]: the thread calls
+# kpatch_test_pc_CALL() and sleeps in a call made from its piece,
+# kpatch_test_pc_PIECE (default: CALL.part.0); with WHAT,
+# kpatch_test_kprobe fired on that instruction.  Patching OLD with NEW as
+# KNAME is refused, naming the piece and the thread; had it applied, no
+# old code may run after it took effect ("tail").
 piece_refused() {
+	_piece=kpatch_test_pc_${6:-$1.part.0}
 	_tail0=$(modparam "$PC" tail)
 	set_param "$PC" hold 1
 	set_param "$PC" call "$1"
-	check "the thread sleeps in a call made from kpatch_test_pc_$1.part.0" \
+	check "the thread sleeps in a call made from $_piece" \
 		wait_until pc_asleep
 	if [ -n "${5:-}" ]; then
 		check_grep "the kprobe fired on the $5" '^[1-9]' \
@@ -136,7 +145,7 @@ piece_refused() {
 	check_eq "patch $2 -> EBUSY" EBUSY "$KP_RESULT"
 	check_transcript "the log names the piece and the thread" <<EOF
 % echo 'patch $2 $3 $4' > control
-kpatch: patch '$2' refused: kpatch_test_pc_$1.part.0+0x_/0x_ [$PC] is on the stack of pid $pcpid (kpatch_pc)
+kpatch: patch '$2' refused: $_piece+0x_/0x_ [$PC] is on the stack of pid $pcpid (kpatch_pc)
 EOF
 	_patched=no
 	if is_patched "$2"; then
@@ -156,6 +165,37 @@ log_mark
 # kpatch_test_pc_g: the fentry call (5 bytes), testl (2), then the jne.
 probe_on kpatch_test_pc_g 7
 piece_refused g k1 "$g" "$pg" jne
+check "rmmod $KPROBE" unload_mod "$KPROBE"
+check_no_splat
+
+start_test "a kprobe on a short jmp into a piece"
+log_mark
+jmp8=$(sym kpatch_test_pc_jmp8 "$PC") || bail "setup: find kpatch_test_pc_jmp8"
+# kpatch_test_pc_jmp8: the fentry call (5 bytes), testl (2), je (2), then
+# the jmp (eb).
+probe_on kpatch_test_pc_jmp8 9
+piece_refused jmp8 k8 "$jmp8" "$pg" jmp
+check_eq "the call finished in the piece (12)" 12 "$(modparam "$PC" result)"
+check "rmmod $KPROBE" unload_mod "$KPROBE"
+check_no_splat
+
+start_test "a kprobe on a short jcc into a piece"
+log_mark
+jcc8=$(sym kpatch_test_pc_jcc8 "$PC") || bail "setup: find kpatch_test_pc_jcc8"
+# kpatch_test_pc_jcc8: the fentry call (5 bytes), testl (2), then the
+# jne (75).
+probe_on kpatch_test_pc_jcc8 7
+piece_refused jcc8 k9 "$jcc8" "$pg" jne
+check_eq "the call finished in the piece (13)" 13 "$(modparam "$PC" result)"
+check "rmmod $KPROBE" unload_mod "$KPROBE"
+check_no_splat
+
+start_test "a kprobe on the jump of a piece into a piece"
+log_mark
+ch=$(sym kpatch_test_pc_ch "$PC") || bail "setup: find kpatch_test_pc_ch"
+probe_at kpatch_test_pc_ch.part.0 "$(modparam "$PC" ch_jne)"
+piece_refused ch k10 "$ch" "$pg" jne ch.part.0.cold
+check_eq "the call finished in the piece (24)" 24 "$(modparam "$PC" result)"
 check "rmmod $KPROBE" unload_mod "$KPROBE"
 check_no_splat
 
@@ -196,8 +236,8 @@ near_enter
 probe_on kpatch_test_sc_near 0
 log_mark
 expect_refused EBUSY unpatch k2
-# kpatch cannot read the jmp under the INT3, so it checks the whole
-# module, and names the innermost of its frames on the reader's stack:
+# k2 is the last redirect into the module: its whole text is checked,
+# and the log names the innermost of its frames on the reader's stack,
 # the helper's callee, where the reader sleeps.
 check_transcript "the log names the module's code and the reader" <<EOF
 % echo 'unpatch k2' > control
@@ -220,9 +260,9 @@ expect_ok patch k3 "$b" "$near"
 near_enter
 log_mark
 expect_refused EBUSY unpatch k3
-check_transcript "the log names the helper and the reader" <<EOF
+check_transcript "the log names the module's code and the reader" <<EOF
 % echo 'unpatch k3' > control
-kpatch: unpatch 'k3' refused: kpatch_test_sc_near_helper+0x_/0x_ [$SC] is on the stack of pid $rpid ($rcomm)
+kpatch: unpatch 'k3' refused: kpatch_test_sc_slow+0x_/0x_ [$SC] is on the stack of pid $rpid ($rcomm)
 EOF
 near_leave k3
 check_no_splat
@@ -255,8 +295,7 @@ near_enter
 probe_on kpatch_test_sc_near_rj "$(modparam "$SC" rj_jmp)"
 log_mark
 expect_refused EBUSY unpatch k5
-# As for k2: kpatch cannot read the jmp under the INT3, which kprobes
-# says is a probe, so it checks the whole module.
+# As for k2: the module's whole text is checked.
 check_transcript "the log names the module's code and the reader" <<EOF
 % echo 'unpatch k5' > control
 kpatch: unpatch 'k5' refused: kpatch_test_sc_slow+0x_/0x_ [$SC] is on the stack of pid $rpid ($rcomm)
@@ -272,15 +311,15 @@ check "rmmod $KPROBE" unload_mod "$KPROBE"
 near_leave k5 64
 check_no_splat
 
-start_test "without the kprobe, the INT3s after the return are padding"
+start_test "without the kprobe, the same unpatch is refused"
 log_mark
 expect_ok patch k6 "$b" "$near_rj"
 near_enter
 log_mark
 expect_refused EBUSY unpatch k6
-check_transcript "the log names the helper and the reader" <<EOF
+check_transcript "the log names the module's code and the reader" <<EOF
 % echo 'unpatch k6' > control
-kpatch: unpatch 'k6' refused: kpatch_test_sc_far_helper+0x_/0x_ [$SC] is on the stack of pid $rpid ($rcomm)
+kpatch: unpatch 'k6' refused: kpatch_test_sc_slow+0x_/0x_ [$SC] is on the stack of pid $rpid ($rcomm)
 EOF
 near_leave k6 64
 check_no_splat
@@ -303,6 +342,12 @@ two_probes() {
 			echo 1 >$TRACEFS/events/kprobes/kpk$1/enable"
 	# an optimized kprobe is made so after a few jiffies
 	sleep 1
+	if [ "$1" = opt ]; then
+		check "kprobes optimized the probe on the movl (a jmp out)" \
+			wait_until grep -q \
+			"[[:space:]]$_fn+0x$(printf %x "$_off")[[:space:]].*OPTIMIZED" \
+			"$KPROBES_LIST"
+	fi
 	diag "kprobes:" "$(grep "$_fn" "$KPROBES_LIST")"
 	piece_refused "$1" "k$1" "$_a" "$pg"
 	check_eq "the call finished in the piece ($4)" "$4" "$(modparam "$PC" result)"

@@ -1,8 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 #
-# test-own.sh - a module's own threads and work items do not hold up the
-# update that removes the last patch redirecting calls into it.
+# test-own.sh - the update that removes the last patch redirecting
+# calls into a module checks the module's whole text: a module's own
+# kernel threads do not hold it up, its work items do.
 #
 # kpatch_test_own holds new functions for kpatch_test_target's
 # kpatch_test_value_a() (1) and kpatch_test_value_b() (2), and runs code
@@ -11,29 +12,33 @@
 # system_wq, run by a kworker.  Each sleeps in a function of the module
 # while a parameter holds it (see kpatch_test_own.c).
 #
-# The update that removes the last redirect into the module checks the
-# code a redirect can lead to: the new functions, their pieces, and the
-# module's functions they reach by jumps.  So:
-#   - kpatch_test_own_value_a() (51) reaches nothing: with the thread and
-#     the work item asleep in the module, unpatch and a replace that
-#     removes the patch apply, and both go on running afterwards;
+# Once no patch redirects into the module, nothing of kpatch keeps it
+# loaded.  So the update that removes the last redirect into it refuses
+# while any task has a return address anywhere in the module, except
+# the module's own kernel threads (a thread whose thread function is in
+# the module, which the module's exit stops before it can be freed):
+#   - kpatch_test_own_value_a() (51) reaches no other code of the module,
+#     yet with the work item asleep in the module, unpatch, and a
+#     replace that removes the patch, are refused, naming the kworker;
+#     with the thread alone asleep there, both apply, and the thread goes
+#     on running afterwards;
 #   - kpatch_test_own_tail() jumps to kpatch_test_own_helper() (53): a
 #     task that a redirected call left asleep in the helper refuses the
-#     unpatch, and nobody else does;
+#     unpatch, and once it left, the unpatch applies (the thread still
+#     asleep in the module);
 #   - kpatch_test_own_indirect() leaves by "jmp *%rax" (to a function
-#     returning 54): where a task went from there is unknowable, so the
-#     whole module is checked, but for the kernel threads whose thread
-#     function is in the module, which the module's exit stops: the
-#     module's thread does not refuse the unpatch, its work item does.
-# "check unpatch" answers what unpatch then does.  At the end the module
-# unloads while its thread and work item sleep in its code: its exit
-# stops the one and lets the other go.
+#     returning 54): the same as for any other new function: the thread
+#     does not refuse the unpatch, the work item does;
+#   - the whole module is checked only when the last redirect into it
+#     goes: with two patches redirecting into it and a reader asleep in
+#     the helper, the first unpatch applies, the second is refused.
+# At the end the module unloads while its thread and work item sleep in
+# its code: its exit stops the one and lets the other go.
 #
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
 
 OWN=kpatch_test_own
-KP_CHECK=$KP_DEBUGFS/check
 
 # own NAME: a parameter of kpatch_test_own
 own() {
@@ -103,43 +108,27 @@ is_patched() {
 	grep -q "^$1 " "$KP_PATCHES"
 }
 
-check_file() {
-	cat "$KP_CHECK" 2>&1
+# reader_in_helper: a reader of kpatch_test_target's values calls
+# kpatch_test_value_b(), redirected to kpatch_test_own_tail(), which
+# jumps to the helper, where it sleeps; sets reader, hpid and hcomm
+reader_in_helper() {
+	set_param "$OWN" hold_helper 1
+	log_command "cat $TARGET_VALUES > $KP_TMP/values &"
+	cat "$TARGET_VALUES" >"$KP_TMP/values" 2>&1 &
+	reader=$!
+	check "the reader sleeps in kpatch_test_own_helper" \
+		wait_until sleeping_in helper
+	hpid=$(own helper_pid)
+	hcomm=$(own helper_comm)
+	diag "the reader is pid $hpid ($hcomm)"
 }
 
-# blocker PID FUNC COMM: ERE of the check file's line for a task in FUNC
-blocker() {
-	printf '^%s %s:%s[+]0x[0-9a-f]+/0x[0-9a-f]+ %s$\n' "$1" "$OWN" "$2" "$3"
-}
-
-# check_result DESC LINE1 [ERE...]: the check file is LINE1, then one line
-# matching each ERE, in any order, and nothing else
-check_result() {
-	_cr_desc=$1
-	_cr_first=$2
-	shift 2
-	_cr_have=$(check_file)
-	if [ "$(printf '%s\n' "$_cr_have" | head -n 1)" = "$_cr_first" ] &&
-	   printf '%s\n' "$_cr_have" | tail -n +2 | lines_any_order "$@"; then
-		ok "$_cr_desc"
-	else
-		not_ok "$_cr_desc"
-		diag "expected line 1: $_cr_first" "then (any order):" \
-			"$(printf '%s\n' "$@")"
-		diag "actual:" "$_cr_have"
-		return 1
-	fi
-}
-
-# dry RESULT CMD...: "check CMD..." answers RESULT (OK or an errno name)
-# and changes nothing
-dry() {
-	_dr_want=$1
-	shift
-	save_state
-	kp check "$@" || :
-	check_eq "check $1 $2 -> $_dr_want" "$_dr_want" "$KP_RESULT"
-	check_state_unchanged
+# reader_out VALUES: let the reader go; it read VALUES
+reader_out() {
+	set_param "$OWN" hold_helper 0
+	wait "$reader"
+	reader=
+	check_eq "the reader ran the new code ($1)" "$1" "$(cat "$KP_TMP/values")"
 }
 
 # gone NAME: patch NAME must be out before the next case.  Everything is
@@ -203,20 +192,22 @@ check_eq "o1 in effect: a returns 51" "a=51 b=2" "$(target_values)"
 hold_thread
 hold_work
 log_mark
-dry OK unpatch o1
-check_result "check file: unpatch o1 would apply" "unpatch o1 0"
+expect_refused EBUSY unpatch o1
+check_transcript "the log names the work function and the kworker, not the thread" <<EOF
+% echo 'unpatch o1' > control
+kpatch: unpatch 'o1' refused: kpatch_test_own_work+0x_/0x_ [$OWN] is on the stack of pid $wpid ($wcomm)
+EOF
+check_eq "o1 still in effect" "a=51 b=2" "$(target_values)"
+release_work
+log_mark
 expect_ok unpatch o1
-check_transcript "the log says it would apply, then removed" <<EOF
-% echo 'check unpatch o1' > control
-kpatch: check unpatch 'o1': would apply now
+check_transcript "once the work item is out, o1 goes, the thread still asleep in the module" <<EOF
 % echo 'unpatch o1' > control
 kpatch: patch 'o1' removed
 EOF
 check_eq "a returns 1 again" "a=1 b=2" "$(target_values)"
 check_eq "the thread still sleeps in its wait" 1 "$(own thread_state)"
-check_eq "the work item still sleeps in its function" 1 "$(own work_state)"
 release_thread
-release_work
 gone o1
 check_no_splat
 
@@ -226,12 +217,16 @@ expect_ok patch o1 "$a" "$own_a"
 hold_thread
 hold_work
 log_mark
-dry OK replace o2 "$b" "$b1"
-check_result "check file: replace o2 would apply" "replace o2 0"
+expect_refused EBUSY replace o2 "$b" "$b1"
+check_transcript "the log names the work function and the kworker, not the thread" <<EOF
+% echo 'replace o2 $b $b1' > control
+kpatch: replace 'o2' refused: kpatch_test_own_work+0x_/0x_ [$OWN] is on the stack of pid $wpid ($wcomm)
+EOF
+check_eq "o1 still in effect" "a=51 b=2" "$(target_values)"
+release_work
+log_mark
 expect_ok replace o2 "$b" "$b1"
-check_transcript "the log says it would apply, o1 removed, o2 enabled" <<EOF
-% echo 'check replace o2 $b $b1' > control
-kpatch: check replace 'o2': would apply now
+check_transcript "once the work item is out, o1 removed, o2 enabled" <<EOF
 % echo 'replace o2 $b $b1' > control
 kpatch: patch 'o1' removed
 kpatch: patch 'o2' enabled (1 function)
@@ -241,9 +236,7 @@ check_patches "only o2 is listed" \
 	"$(pline o2 kpatch_test_target:kpatch_test_value_b "$b" \
 		kpatch_test_new:kpatch_test_value_b_v1 "$b1" active)"
 check_eq "the thread still sleeps in its wait" 1 "$(own thread_state)"
-check_eq "the work item still sleeps in its function" 1 "$(own work_state)"
 release_thread
-release_work
 if is_patched o2; then
 	expect_ok unpatch o2
 fi
@@ -254,29 +247,9 @@ start_test "a task in a helper reached by a tail jump"
 log_mark
 expect_ok patch o3 "$b" "$own_tail"
 hold_thread
-hold_work
-set_param "$OWN" hold_helper 1
-# A reader of kpatch_test_target's values calls kpatch_test_value_b(),
-# redirected to kpatch_test_own_tail(), which jumps to the helper.
-log_command "cat $TARGET_VALUES > $KP_TMP/values &"
-cat "$TARGET_VALUES" >"$KP_TMP/values" 2>&1 &
-reader=$!
-check "the reader sleeps in kpatch_test_own_helper" \
-	wait_until sleeping_in helper
-hpid=$(own helper_pid)
-hcomm=$(own helper_comm)
-diag "the reader is pid $hpid ($hcomm)"
-log_mark
-dry EBUSY unpatch o3
-check_grep "check file lists the reader in the helper" \
-	"$(blocker "$hpid" kpatch_test_own_helper "$hcomm")" "$(check_file)"
-check_result "check file: the reader, and no other task" "unpatch o3 -16" \
-	"$(blocker "$hpid" kpatch_test_own_helper "$hcomm")"
-check_transcript "the dry run's log names the reader, and no other task" <<EOF
-% echo 'check unpatch o3' > control
-kpatch: check unpatch 'o3': would fail (-16): 1 task in the way
-kpatch: check unpatch 'o3': pid $hpid ($hcomm) in kpatch_test_own_helper+0x_/0x_ [$OWN]
-EOF
+check_not "precondition: the work item is not running" \
+	modparam_is "$OWN" work_state 1
+reader_in_helper
 log_mark
 expect_refused EBUSY unpatch o3
 check_transcript "the log names the helper and the reader" <<EOF
@@ -290,20 +263,16 @@ else
 	diag "not tried: o3 is gone, nothing would stop the rmmod" \
 		"and the reader would wake up in freed memory"
 fi
-set_param "$OWN" hold_helper 0
-wait "$reader"
-reader=
-check_eq "the reader ran the new code (the helper's 53)" "a=1 b=53" \
-	"$(cat "$KP_TMP/values")"
+reader_out "a=1 b=53"
 log_mark
 expect_ok unpatch o3
-check_transcript "once the reader is out, o3 goes" <<EOF
+check_transcript "once the reader is out, o3 goes, the thread still asleep in the module" <<EOF
 % echo 'unpatch o3' > control
 kpatch: patch 'o3' removed
 EOF
 check_eq "b returns 2 again" "a=1 b=2" "$(target_values)"
+check_eq "the thread still sleeps in its wait" 1 "$(own thread_state)"
 release_thread
-release_work
 gone o3
 check_no_splat
 
@@ -316,16 +285,13 @@ hold_thread
 check_not "precondition: the work item is not running" \
 	modparam_is "$OWN" work_state 1
 log_mark
-dry OK unpatch o4
-check_result "check file: unpatch o4 would apply" "unpatch o4 0"
 expect_ok unpatch o4
-check_transcript "the log says it would apply, then removed" <<EOF
-% echo 'check unpatch o4' > control
-kpatch: check unpatch 'o4': would apply now
+check_transcript "the log says removed" <<EOF
 % echo 'unpatch o4' > control
 kpatch: patch 'o4' removed
 EOF
 check_eq "a returns 1 again" "a=1 b=2" "$(target_values)"
+check_eq "the thread still sleeps in its wait" 1 "$(own thread_state)"
 release_thread
 gone o4
 check_no_splat
@@ -336,19 +302,8 @@ expect_ok patch o5 "$a" "$own_ind"
 hold_thread
 hold_work
 log_mark
-dry EBUSY unpatch o5
-check_grep "check file lists the kworker in kpatch_test_own_work" \
-	"$(blocker "$wpid" kpatch_test_own_work "$wcomm")" "$(check_file)"
-check_result "check file: the kworker, and not the module's own thread" \
-	"unpatch o5 -16" "$(blocker "$wpid" kpatch_test_own_work "$wcomm")"
-check_transcript "the dry run's log names the kworker only" <<EOF
-% echo 'check unpatch o5' > control
-kpatch: check unpatch 'o5': would fail (-16): 1 task in the way
-kpatch: check unpatch 'o5': pid $wpid ($wcomm) in kpatch_test_own_work+0x_/0x_ [$OWN]
-EOF
-log_mark
 expect_refused EBUSY unpatch o5
-check_transcript "the log names the work function and the kworker" <<EOF
+check_transcript "the log names the work function and the kworker, not the thread" <<EOF
 % echo 'unpatch o5' > control
 kpatch: unpatch 'o5' refused: kpatch_test_own_work+0x_/0x_ [$OWN] is on the stack of pid $wpid ($wcomm)
 EOF
@@ -363,6 +318,45 @@ EOF
 check_eq "the thread still sleeps in its wait" 1 "$(own thread_state)"
 release_thread
 gone o5
+check_no_splat
+
+start_test "the whole module is checked only when the last redirect into it goes"
+log_mark
+expect_ok patch o6 "$a" "$own_a"
+expect_ok patch o7 "$b" "$own_tail"
+check_eq "o6 and o7 in effect" "a=51 b=53" "$(target_values)"
+reader_in_helper
+log_mark
+# o6 still redirects into the module and keeps it loaded: the reader in
+# the helper, which o7 led there, is no danger to it.
+expect_ok unpatch o7
+check_transcript "with o6 left, o7 goes while the reader sleeps in the module" <<EOF
+% echo 'unpatch o7' > control
+kpatch: patch 'o7' removed
+EOF
+log_mark
+expect_refused EBUSY unpatch o6
+check_transcript "o6, the last redirect, is refused: the log names the helper and the reader" <<EOF
+% echo 'unpatch o6' > control
+kpatch: unpatch 'o6' refused: kpatch_test_own_helper+0x_/0x_ [$OWN] is on the stack of pid $hpid ($hcomm)
+EOF
+if is_patched o6; then
+	check_not "rmmod $OWN refused" unload_mod "$OWN"
+else
+	not_ok "rmmod $OWN refused"
+	diag "not tried: o6 is gone, nothing would stop the rmmod" \
+		"and the reader would wake up in freed memory"
+fi
+reader_out "a=51 b=53"
+log_mark
+expect_ok unpatch o6
+check_transcript "once the reader is out, o6 goes" <<EOF
+% echo 'unpatch o6' > control
+kpatch: patch 'o6' removed
+EOF
+check_eq "a and b return 1 and 2 again" "a=1 b=2" "$(target_values)"
+gone o6
+gone o7
 check_no_splat
 
 start_test "the module unloads while its thread and work item sleep in its code"

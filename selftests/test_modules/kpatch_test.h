@@ -16,6 +16,7 @@
 
 #include <linux/compiler.h>
 #include <linux/hrtimer.h>
+#include <linux/jump_label.h>
 
 struct kpatch_module;
 struct kpatch_test_shadow_obj;
@@ -118,6 +119,10 @@ int kpatch_test_pc_xs(int x);
 int kpatch_test_pc_xm(int x);
 int kpatch_test_pc_xb(int x);
 int kpatch_test_pc_xl(int x);
+int kpatch_test_pc_ch(int x);
+int kpatch_test_pc_sk(int x);
+int kpatch_test_pc_jcx(int x);
+int kpatch_test_pc_lp(int x);
 int kpatch_test_pc_plain_f(int x);
 int kpatch_test_pc_plain_g(int x);
 int kpatch_test_pc_plain_jmp8(int x);
@@ -131,6 +136,8 @@ extern const u32 kpatch_test_pc_rj_off;	/* its jmp, from its start */
 extern const u32 kpatch_test_pc_xj_off;	/* its jmp, from its start */
 extern const u32 kpatch_test_pc_two_off[4];	/* opt, d, e (two) */
 extern const u32 kpatch_test_pc_xs_off[4];	/* xs, xm, xb, xl */
+extern const u32 kpatch_test_pc_ch_off;	/* ch.part.0's jne, from its start */
+DECLARE_STATIC_KEY_FALSE(kpatch_test_pc_key);	/* sk's static branch */
 
 /* kpatch_test_hooks.ko: the value functions return 100 (f1: 101, ...) */
 int kpatch_test_hooks_f(void);

@@ -14,7 +14,9 @@
  * With offset=N the kprobe is not at the function's entry but N bytes
  * past its ENDBR (past its start where the kernel has no IBT): on an
  * instruction inside the function, where kprobes writes an INT3 over the
- * instruction's first byte (test-kprobed.sh).
+ * instruction's first byte (test-kprobed.sh).  With at=N it is N bytes
+ * past the symbol's start, whether or not the symbol has an ENDBR: for a
+ * piece of a function (a .part.N or .cold symbol), which has none.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -36,6 +38,10 @@ MODULE_PARM_DESC(post, "give the kprobe a post_handler (default 1)");
 static int offset = -1;
 module_param(offset, int, 0444);
 MODULE_PARM_DESC(offset, "-1: probe the function's entry (default); N: N bytes past its ENDBR");
+
+static int at = -1;
+module_param(at, int, 0444);
+MODULE_PARM_DESC(at, "-1: see offset (default); N: N bytes past the symbol's start");
 
 static unsigned long hits;
 module_param(hits, ulong, 0444);
@@ -63,6 +69,8 @@ static int __init kpatch_test_kprobe_init(void)
 	kpatch_test_kp.symbol_name = func;
 	if (offset >= 0)
 		kpatch_test_kp.offset = ENDBR_INSN_SIZE + offset;
+	if (at >= 0)
+		kpatch_test_kp.offset = at;
 	if (post)
 		kpatch_test_kp.post_handler = kpatch_test_kprobe_post;
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * kpatch_test_pc - functions split into pieces the way compilers split
- * them, for the kpatch selftests (test-pieces.sh).
+ * them, for the kpatch selftests (test-pieces.sh, test-kprobed.sh).
  *
  * Each function below has a piece: code of its own that kallsyms lists
  * as a function of its own, named as GCC names them (NAME.part.N for a
@@ -30,9 +30,11 @@
  *   kpatch_test_pc_rj(x)	returns 0 for !x; else jumps to a block that
  *				comes right after that return and is only
  *				"jmp kpatch_test_pc_rj.part.0" (32-bit): a
- *				kprobe there keeps an INT3 where padding may
- *				be.  "rj_jmp" reads that jmp's offset from
- *				the function's start, past its ENDBR.  15.
+ *				kprobe there puts its INT3 right behind a
+ *				return, where a compiler may leave INT3s of
+ *				its own.  "rj_jmp" reads that jmp's offset
+ *				from the function's start, past its ENDBR.
+ *				15.
  *   kpatch_test_pc_xj(x)	the same block and jmp (into
  *				kpatch_test_pc_xj.part.0), but no jump of
  *				the function leads there: for x != 0 it runs
@@ -40,39 +42,57 @@
  *				exception table sends it there.  "xj_jmp"
  *				reads the jmp's offset as "rj_jmp" does.  16.
  *
- * And for two kprobes at once (test-kprobed.sh), each jumping into its
- * NAME.part.0, which returns 10 plus the number given; "two_off" reads
- * "OPT D E1 E3", offsets past the ENDBR:
+ * And for kprobes whose INT3s stand on or near a jump into a piece
+ * (test-kprobed.sh), each jumping into its NAME.part.0, which returns 10
+ * plus the number given; "two_off" reads "OPT D E1 E3", offsets past the
+ * ENDBR:
  *   kpatch_test_pc_opt(x)	testl; a 5-byte movl at OPT (an optimized
  *				kprobe makes it a jmp out); jne into the
  *				piece at OPT + 5.  17.
  *   kpatch_test_pc_d(x)	after a return, a block at D that is
- *				"mov %ebx, %eax" (8b c3, read after an INT3
- *				as a ret), then a jmp into the piece at
- *				D + 2.  18.
+ *				"mov %ebx, %eax" (8b c3: its second byte is
+ *				the opcode of ret), then a jmp into the
+ *				piece at D + 2.  18.
  *   kpatch_test_pc_e(x)	after a return, a jmp into the piece at E1,
  *				which only the jmp at E3 (a block of its own
  *				after a jmp, reached by a jne) leads to.  19.
  *   kpatch_test_pc_xs(x)	after a return, a block at XS (reached by a
  *				jne) that is "xor %esi, %esi" (31 f6), then a
- *				jmp into the piece: with a kprobe's INT3 on
- *				the xor, f6 e9 reads as one instruction and
- *				swallows the jmp's opcode.  One kprobe.  20.
+ *				jmp into the piece: the bytes f6 e9 also
+ *				start an instruction, one that covers the
+ *				jmp's opcode.  20.
  *   kpatch_test_pc_xm(x)	xs after 17 blocks that each jump to its
- *				return unless x: more jumps inside it
- *				than kpatch keeps track of one by one, and
- *				all before the first return.  21.
+ *				return unless x: 35 jumps inside the
+ *				function, all before its first return.  21.
  *   kpatch_test_pc_xb(x)	after a return, a block at XB that is a movl
- *				whose bytes after its first read as a
- *				movabs, swallowing the jmp into the piece
+ *				(b8 48 b8 00 00) whose bytes from the second
+ *				on start a movabs (48 b8, eight bytes of
+ *				immediate) that covers the jmp into the piece
  *				behind it and the jmp back to XB after
  *				that, which the jne leads to.  22.
  *   kpatch_test_pc_xl(x)	after a return, "xor %esi, %esi" at XL that
  *				no jump leads to, then a jmp into the piece
- *				that the jne leads to: f6 e9 reads as one
- *				instruction and swallows the jmp's opcode.
- *				23.
+ *				that the jne leads to: f6 e9 as in xs.  23.
  *   "xs_off" reads "XS XM XB XL".
+ *
+ * And pieces reached in the other ways a jump can lead into one
+ * (test-pieces.sh, test-kprobed.sh), old side only:
+ *   kpatch_test_pc_ch(x)	jne (32-bit) into kpatch_test_pc_ch.part.0,
+ *				which jne's on into
+ *				kpatch_test_pc_ch.part.0.cold, where the
+ *				wait is: a piece that only another piece
+ *				leads to.  "ch_jne" reads the offset of the
+ *				jne in ch.part.0 from its start.  24.
+ *   kpatch_test_pc_sk(x)	a static branch (jump label, a 5-byte NOP
+ *				while "key" is 0) into
+ *				kpatch_test_pc_sk.cold in .text.unlikely:
+ *				no jump in the code leads there while the
+ *				key is off, only the module's jump table.
+ *				With the key off it returns 0.  25.
+ *   kpatch_test_pc_jcx(x)	"jrcxz kpatch_test_pc_jcx.part.0" (e3), with
+ *				%rcx = x - 1: for x = 1 it jumps.  26.
+ *   kpatch_test_pc_lp(x)	"loop kpatch_test_pc_lp.part.0" (e2), with
+ *				%rcx = x + 1: for x = 1 it jumps.  27.
  *
  * They are written in asm, so that the pieces, their names and the
  * jumps are the same on every compiler, and so are traceable functions
@@ -80,20 +100,21 @@
  * recorded in __mcount_loc as GCC's -mrecord-mcount does, so that ftrace
  * (and kpatch) can attach to them.  Only caller-saved registers are used.
  *
- * Each has a twin in C, kpatch_test_pc_plain_NAME(), returning 100
- * (f), 101 (g), 102 (jmp8), 103 (jcc8), 104 (mid), 105 (rj) or 106 (xj):
- * the twin replaces
- * the function with the pieces (the old side), or the function with the
- * pieces replaces its twin (the new side).
+ * Each of the first five has a twin in C, kpatch_test_pc_plain_NAME(),
+ * returning 100 (f), 101 (g), 102 (jmp8), 103 (jcc8) or 104 (mid); rj and
+ * xj have one too, returning 105 and 106: the twin replaces the function
+ * with the pieces (the old side), or the function with the pieces
+ * replaces its twin (the new side).  The other functions are replaced by
+ * any twin (the old side).
  *
  * On load a kthread named "kpatch_pc" (its pid is in "pid") waits.
- * Writing a NAME above (f, g, jmp8, jcc8, mid, rj, xj, or plain_f ...)
- * to "call" makes it call that function with x = 1, store what the call
- * returned in "result" and set "call" back to "none".  "state" reads 1
- * while the thread sleeps in kpatch_test_pc_wait(), 2 once it left.
- * With "spin" set to 1, the wait wakes every jiffy and then runs for a
- * jiffy (calling cond_resched()), until "hold" is 0: the thread is inside
- * the piece's call all the time, running, runnable or asleep in turn.
+ * Writing a NAME above (f, g, jmp8, ..., ind, or plain_f ...) to "call"
+ * makes it call that function with x = 1, store what the call returned
+ * in "result" and set "call" back to "none".  "state" reads 1 while the
+ * thread sleeps in kpatch_test_pc_wait(), 2 once it left.  With "spin"
+ * set to 1, the wait wakes every jiffy and then runs for a jiffy (calling
+ * cond_resched()), until "hold" is 0: the thread is inside the piece's
+ * call all the time, running, runnable or asleep in turn.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -101,6 +122,7 @@
 #include <linux/compiler.h>
 #include <linux/err.h>
 #include <linux/jiffies.h>
+#include <linux/jump_label.h>
 #include <linux/kernel.h>
 #include <linux/kthread.h>
 #include <linux/linkage.h>
@@ -112,6 +134,7 @@
 #include <linux/wait.h>
 #include <asm/asm.h>
 #include <asm/ibt.h>
+#include <asm/nospec-branch.h>
 
 #include "kpatch_test.h"
 
@@ -532,6 +555,124 @@ asm("	.pushsection	.text, \"ax\", @progbits\n"
 "	.popsection\n"
 );
 
+/*
+ * ch, ch.part.0 and ch.part.0.cold: ch jumps into ch.part.0, which jumps
+ * on into ch.part.0.cold, where the wait is.  That piece is far away, in
+ * .text.unlikely: no jump of ch itself can lead there.
+ */
+asm("	.pushsection	.text, \"ax\", @progbits\n"
+"	.globl		kpatch_test_pc_ch\n"
+"	.type		kpatch_test_pc_ch, @function\n"
+"kpatch_test_pc_ch:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"	testl		%edi, %edi\n"
+"	{disp32} jne	kpatch_test_pc_ch.part.0\n"
+"	xorl		%eax, %eax\n"
+	ASM_RET
+"	.size		kpatch_test_pc_ch, .-kpatch_test_pc_ch\n"
+"\n"
+"	.type		kpatch_test_pc_ch.part.0, @function\n"
+"kpatch_test_pc_ch.part.0:\n"
+"	testl		%edi, %edi\n"
+"1:	{disp32} jne	kpatch_test_pc_ch.part.0.cold\n"
+"	xorl		%eax, %eax\n"
+	ASM_RET
+"	.size		kpatch_test_pc_ch.part.0, .-kpatch_test_pc_ch.part.0\n"
+"	.pushsection	.rodata, \"a\", @progbits\n"
+"	.balign		4\n"
+"kpatch_test_pc_ch_off:\n"
+"	.long		1b - kpatch_test_pc_ch.part.0\n"
+"	.popsection\n"
+"	.popsection\n"
+"\n"
+"	.pushsection	.text.unlikely, \"ax\", @progbits\n"
+"	.type		kpatch_test_pc_ch.part.0.cold, @function\n"
+"kpatch_test_pc_ch.part.0.cold:\n"
+	KPATCH_PC_PIECE_BODY(14)
+	ASM_RET
+"	.size		kpatch_test_pc_ch.part.0.cold, .-kpatch_test_pc_ch.part.0.cold\n"
+"	.popsection\n"
+);
+
+/*
+ * sk and sk.cold: the static branch as arch_static_branch() writes it
+ * for static_branch_unlikely() (a 5-byte NOP and its entry in
+ * __jump_table: code, target, key), the target a piece in
+ * .text.unlikely.
+ */
+#ifndef ANNOTATE_DATA_SPECIAL
+#define ANNOTATE_DATA_SPECIAL ""
+#endif
+
+DEFINE_STATIC_KEY_FALSE(kpatch_test_pc_key);
+
+asm("	.pushsection	.text, \"ax\", @progbits\n"
+"	.globl		kpatch_test_pc_sk\n"
+"	.type		kpatch_test_pc_sk, @function\n"
+"kpatch_test_pc_sk:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"1:	.byte		0x0f, 0x1f, 0x44, 0x00, 0x00\n"
+"	xorl		%eax, %eax\n"
+	ASM_RET
+"	.size		kpatch_test_pc_sk, .-kpatch_test_pc_sk\n"
+"	.pushsection	__jump_table, \"aw\"\n"
+"	.balign		8\n"
+	ANNOTATE_DATA_SPECIAL "\n"
+"	.long		1b - ., kpatch_test_pc_sk.cold - .\n"
+"	.quad		kpatch_test_pc_key - .\n"
+"	.popsection\n"
+"	.popsection\n"
+"\n"
+"	.pushsection	.text.unlikely, \"ax\", @progbits\n"
+"	.type		kpatch_test_pc_sk.cold, @function\n"
+"kpatch_test_pc_sk.cold:\n"
+	KPATCH_PC_PIECE_BODY(15)
+	ASM_RET
+"	.size		kpatch_test_pc_sk.cold, .-kpatch_test_pc_sk.cold\n"
+"	.popsection\n"
+);
+
+/*
+ * jcx and lp: a jrcxz (e3) and a loop (e2), each into the piece right
+ * behind its function (both take an 8-bit displacement only).
+ */
+asm("	.pushsection	.text, \"ax\", @progbits\n"
+"	.globl		kpatch_test_pc_jcx\n"
+"	.type		kpatch_test_pc_jcx, @function\n"
+"kpatch_test_pc_jcx:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"	leal		-1(%rdi), %ecx\n"
+"	jrcxz		kpatch_test_pc_jcx.part.0\n"
+"	xorl		%eax, %eax\n"
+	ASM_RET
+"	.size		kpatch_test_pc_jcx, .-kpatch_test_pc_jcx\n"
+"	.type		kpatch_test_pc_jcx.part.0, @function\n"
+"kpatch_test_pc_jcx.part.0:\n"
+	KPATCH_PC_PIECE_BODY(16)
+	ASM_RET
+"	.size		kpatch_test_pc_jcx.part.0, .-kpatch_test_pc_jcx.part.0\n"
+"\n"
+"	.globl		kpatch_test_pc_lp\n"
+"	.type		kpatch_test_pc_lp, @function\n"
+"kpatch_test_pc_lp:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"	leal		1(%rdi), %ecx\n"
+"	loop		kpatch_test_pc_lp.part.0\n"
+"	xorl		%eax, %eax\n"
+	ASM_RET
+"	.size		kpatch_test_pc_lp, .-kpatch_test_pc_lp\n"
+"	.type		kpatch_test_pc_lp.part.0, @function\n"
+"kpatch_test_pc_lp.part.0:\n"
+	KPATCH_PC_PIECE_BODY(17)
+	ASM_RET
+"	.size		kpatch_test_pc_lp.part.0, .-kpatch_test_pc_lp.part.0\n"
+"	.popsection\n"
+);
+
 /* xl's xor is reached by no jump: objtool would call it unreachable */
 STACK_FRAME_NON_STANDARD(kpatch_test_pc_xl);
 
@@ -578,6 +719,45 @@ static const struct kernel_param_ops kpatch_pc_rj_jmp_ops = {
 };
 module_param_cb(rj_jmp, &kpatch_pc_rj_jmp_ops, NULL, 0444);
 MODULE_PARM_DESC(rj_jmp, "offset of rj's jmp into its piece, past its ENDBR");
+
+static int kpatch_pc_ch_jne_get(char *buffer, const struct kernel_param *kp)
+{
+	return scnprintf(buffer, PAGE_SIZE, "%u\n", kpatch_test_pc_ch_off);
+}
+
+static const struct kernel_param_ops kpatch_pc_ch_jne_ops = {
+	.get = kpatch_pc_ch_jne_get,
+};
+module_param_cb(ch_jne, &kpatch_pc_ch_jne_ops, NULL, 0444);
+MODULE_PARM_DESC(ch_jne, "offset of ch.part.0's jne into its .cold, from its start");
+
+/* "key": sk's static branch, on (1) or off (0, the default) */
+static int kpatch_pc_key_set(const char *val, const struct kernel_param *kp)
+{
+	bool on;
+	int ret = kstrtobool(val, &on);
+
+	if (ret)
+		return ret;
+	if (on)
+		static_branch_enable(&kpatch_test_pc_key);
+	else
+		static_branch_disable(&kpatch_test_pc_key);
+	return 0;
+}
+
+static int kpatch_pc_key_get(char *buffer, const struct kernel_param *kp)
+{
+	return scnprintf(buffer, PAGE_SIZE, "%d\n",
+			 static_key_enabled(&kpatch_test_pc_key));
+}
+
+static const struct kernel_param_ops kpatch_pc_key_ops = {
+	.set = kpatch_pc_key_set,
+	.get = kpatch_pc_key_get,
+};
+module_param_cb(key, &kpatch_pc_key_ops, NULL, 0644);
+MODULE_PARM_DESC(key, "1 turns sk's static branch into kpatch_test_pc_sk.cold on, 0 off");
 
 noinline int kpatch_test_pc_plain_rj(int x)
 {
@@ -639,6 +819,10 @@ static const struct {
 	{ "xm", kpatch_test_pc_xm },
 	{ "xb", kpatch_test_pc_xb },
 	{ "xl", kpatch_test_pc_xl },
+	{ "ch", kpatch_test_pc_ch },
+	{ "sk", kpatch_test_pc_sk },
+	{ "jcx", kpatch_test_pc_jcx },
+	{ "lp", kpatch_test_pc_lp },
 	{ "plain_f", kpatch_test_pc_plain_f },
 	{ "plain_g", kpatch_test_pc_plain_g },
 	{ "plain_jmp8", kpatch_test_pc_plain_jmp8 },

@@ -80,8 +80,7 @@ enum kpatch_hook {
 
 /**
  * typedef kpatch_hook_t - a hook of a patch
- * @kpmod: the patch; for a patch from the control file, kpatch's own
- *         structure, of which only ->name is of use to the hook
+ * @kpmod: the patch whose hook this is
  *
  * Return: 0, or a negative errno (pre and stop hooks only) to refuse.
  */

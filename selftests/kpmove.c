@@ -23,6 +23,15 @@
  *   kpmove nap STOPFILE      named "kpnap": poll(2) no file for 1 ms in a
  *                            loop until STOPFILE exists; then print
  *                            "naps=N"
+ *   kpmove pipe STOPFILE     a bystander: call getpid(2), then write 1 MiB
+ *                            in one write(2) to a pipe that a child drains
+ *                            16 KiB a millisecond, in a loop until
+ *                            STOPFILE exists; then print "writes=N
+ *                            short=S eintr=E" (S writes that wrote less)
+ *   kpmove epoll STOPFILE    a bystander: call getpid(2), then
+ *                            epoll_wait(2) 50 ms on an empty epoll, in a
+ *                            loop until STOPFILE exists; then print
+ *                            "waits=N eintr=E"
  *
  * Built static (gcc -static) for the test guest.
  */
@@ -33,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -177,6 +187,66 @@ static int do_nap(const char *stop)
 	return 0;
 }
 
+#define KPMOVE_PIPE_WRITE	(1024 * 1024)
+
+static int do_pipe(const char *stop)
+{
+	static char buf[KPMOVE_PIPE_WRITE];
+	long writes = 0, shorts = 0, eintr = 0;
+	struct stat st;
+	int fd[2];
+	pid_t drain;
+
+	if (pipe(fd)) {
+		perror("pipe");
+		return 2;
+	}
+	drain = fork();
+	if (drain == 0) {
+		close(fd[1]);
+		while (read(fd[0], buf, 16384) > 0)
+			poll(NULL, 0, 1);
+		_exit(0);
+	}
+	close(fd[0]);
+	while (stat(stop, &st)) {
+		ssize_t n;
+
+		syscall(SYS_getpid);
+		n = write(fd[1], buf, sizeof(buf));
+		writes++;
+		if (n < 0 && errno == EINTR)
+			eintr++;
+		else if (n != sizeof(buf))
+			shorts++;
+	}
+	close(fd[1]);
+	waitpid(drain, NULL, 0);
+	printf("writes=%ld short=%ld eintr=%ld\n", writes, shorts, eintr);
+	return 0;
+}
+
+static int do_epoll(const char *stop)
+{
+	struct epoll_event ev;
+	long waits = 0, eintr = 0;
+	struct stat st;
+	int ep = epoll_create1(0);
+
+	if (ep < 0) {
+		perror("epoll_create1");
+		return 2;
+	}
+	while (stat(stop, &st)) {
+		syscall(SYS_getpid);
+		if (epoll_wait(ep, &ev, 1, 50) < 0 && errno == EINTR)
+			eintr++;
+		waits++;
+	}
+	printf("waits=%ld eintr=%ld\n", waits, eintr);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -195,7 +265,12 @@ int main(int argc, char **argv)
 			      argc == 5 ? atoi(argv[4]) : 0);
 	if (argc == 3 && !strcmp(argv[1], "nap"))
 		return do_nap(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "pipe"))
+		return do_pipe(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "epoll"))
+		return do_epoll(argv[2]);
 	fprintf(stderr, "usage: kpmove read FILE | poll MS | now | write FILE STRING\n"
-		"       kpmove hot N STOPFILE [NICE] | nap STOPFILE\n");
+		"       kpmove hot N STOPFILE [NICE] | nap STOPFILE\n"
+		"       kpmove pipe STOPFILE | epoll STOPFILE\n");
 	return 2;
 }

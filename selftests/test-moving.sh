@@ -22,10 +22,11 @@
 #   schedule_hrtimeout_range_clock(), in which poll sleeps.  The first
 #   write succeeds; the poll returns 0 after its whole timeout, with no
 #   error; its restart sleeps in the new function.
-# - An update moves the tasks it can and names the one it cannot: with an
-#   interruptible and an uninterruptible reader in the way, the patch
-#   (retries=0) fails with EBUSY and changes nothing, the log says that it
-#   moved the first and names the second; both read the old answer.
+# - An update that a task it cannot move is in the way of moves none:
+#   with an interruptible and an uninterruptible reader in the way, the
+#   patch (retries=0) fails with EBUSY and changes nothing, the log names
+#   the second and says nothing of moving the first; both read the old
+#   answer.
 # - A reader in uninterruptible or killable sleep is not moved: EBUSY
 #   after the retries, the task named as before, and no spurious wake-up.
 # - A fatal signal ends a hold at once: a reader held while the try waits
@@ -43,9 +44,9 @@
 #   while it waits for the task it moved, refused by an uninterruptible
 #   reader, makes all its tries (retries=3) before it gives up.
 # - The tasks a try moved are let go when the try ends: while the update
-#   sleeps until its next try (refused by an uninterruptible reader), the
-#   reader it moved is back in its read; once both are let go, the update
-#   applies at its second try.
+#   sleeps until its next try (refused: the reader it moved lingers 2 s in
+#   the function, longer than a try waits for it), that reader is back in
+#   its read; the update moves it again and applies at its second try.
 # - A task that enters the function as the moved one comes out (woken by
 #   it: "chain") is moved too: the patch applies in one write.
 # - A task at the address of a moved task that was killed (a new reader
@@ -53,6 +54,11 @@
 # - A writer killed while it sleeps between tries applies nothing; nor
 #   one killed as the task it moved comes out (the reader's wait, ended
 #   by the move, sends it SIGKILL: "kill"), though that task is out.
+# - An update of a function on the writer's own path (a
+#   kpatch_register() of a patch of the function that calls it) is
+#   refused and names the writer, never moved.
+# - 1,000 readers asleep in the old function: one patch (retries=0)
+#   applies, every read restarts into the new function.
 # - A hot function: 8 processes (nice 10) call getpid(2), patched to
 #   kpatch_test_move_getpid(), 3 times patched and unpatched: each write
 #   succeeds, every answer is right.  (make bench measures 40 processes.)
@@ -314,12 +320,11 @@ check_grep "the poller was moved" "busy: moving .*pid $poller [(]kpmove[)]" \
 	"$(log_since_mark)"
 check_no_splat
 
-start_test "an update moves the tasks it can and names the one it cannot"
+start_test "an update that a task it cannot move is in the way of moves none"
 log_mark
 set_param kpatch retries 0
 mparam hold 1
 reader r6
-pid=$READER
 check "the reader sleeps" wait_until sleeping_is 1
 mparam sleep d
 reader r7
@@ -334,14 +339,13 @@ mparam sleep s
 check_eq "the moved reader read the old function's answer, no error" old \
 	"$(answer r6)"
 check_eq "the other one too" old "$(answer r7)"
-check_transcript "the log: the first reader moved, the second one named" <<EOF
+check_transcript "the log: the second reader named, the first not moved" <<EOF
 % echo 0 > /sys/module/kpatch/parameters/retries
 % echo 1 > /sys/module/$MOD/parameters/hold
 % kpmove read $READ > r6 &
 % echo d > /sys/module/$MOD/parameters/sleep
 % kpmove read $READ > r7 &
 % echo 'patch c1 $old $new' > control
-kpatch: patch 'c1' busy: moving 1 task out of the way: pid $pid (kpmove)
 kpatch: patch 'c1' refused: kpatch_test_move_read_old+0x_/0x_ [$MOD] is on the stack of pid $pid7 (kpmove)
 % echo 0 > /sys/module/$MOD/parameters/hold
 % echo s > /sys/module/$MOD/parameters/sleep
@@ -500,32 +504,47 @@ else
 	skip "finish_wait() cannot be traced on this kernel"
 fi
 
+start_test "an update of a function on the writer's own path names the writer"
+log_mark
+set_param kpatch retries 0
+log_command "kpmove write /sys/module/$MOD/parameters/api 3 > wr &"
+"$KPMOVE" write "/sys/module/$MOD/parameters/api" 3 >"$KP_TMP/wr" 2>&1 &
+writer=$!
+wait "$writer"
+check_eq "kpatch_register() -> EBUSY" EBUSY "$(cut -d' ' -f1 "$KP_TMP/wr")"
+check_transcript "the writer named, not moved" <<EOF
+% echo 0 > /sys/module/kpatch/parameters/retries
+% kpmove write /sys/module/$MOD/parameters/api 3 > wr &
+kpatch: patch '$MOD' refused: kpatch_test_move_register+0x_/0x_ [$MOD] is on the stack of pid $writer (kpmove)
+EOF
+set_param kpatch retries "$retries"
+check_no_splat
+
 start_test "a task moved by an update that waits between its tries is let go meanwhile"
 log_mark
 set_param kpatch retries 1
 set_param kpatch retry_delay_ms 5000
 mparam hold 1
+mparam linger 2000
 reader r15
 moved=$READER
 check "a reader sleeps in read" wait_until sleeping_is 1
-mparam sleep d
-reader r16
-check "another, uninterruptibly" wait_until sleeping_is 2
-mparam sleep s
 log_kp "patch da $old $new" "&"
 "$KPMOVE" write "$KP_CONTROL" "patch da $old $new" >"$KP_TMP/da" 2>&1 &
 da=$!
 check "da moved the first reader, and waits between its tries" \
 	wait_until sh -c "dmesg | grep -q \"patch 'da' busy (try 1 of 2\""
+# the reader read "linger" as it entered its wait: this is for the next
+mparam linger 0
 check "the log named the reader it moved" moved_in_log "$moved"
 # held until the try ended, then its read restarted: in the wait again,
 # while da sleeps, not after da's last try
-check "the moved reader is back in the wait" wait_until sleeping_is 2
+check "the moved reader is back in the wait" wait_until sleeping_is 1
 check "... while da still waits" test ! -s "$KP_TMP/da"
-release
 wait "$da"
 check_eq "da -> OK at its second try" OK "$(cut -d' ' -f1 "$KP_TMP/da")"
-check_eq "the moved reader got the old function's answer" old "$(answer r15)"
+release
+check_eq "the moved reader got the new function's answer" new "$(answer r15)"
 expect_ok unpatch da
 set_param kpatch retries "$retries"
 set_param kpatch retry_delay_ms "$delay"
@@ -637,6 +656,31 @@ fi
 release
 check_eq "the reader read the old function's answer" old "$(answer r21)"
 mparam kill 0
+set_param kpatch retries "$retries"
+check_no_splat
+
+start_test "1,000 readers asleep in the function: one write applies"
+log_mark
+set_param kpatch retries 0
+mparam hold 1
+log_command "kpmove read $READ > m\$i & (1,000 times)"
+mkdir -p "$KP_TMP/many"
+i=0
+while [ $i -lt 1000 ]; do
+	"$KPMOVE" read "$READ" >"$KP_TMP/many/$i" 2>&1 &
+	readers="$readers $!"
+	i=$((i + 1))
+done
+check "the readers sleep" wait_until sleeping_is 1000
+write "patch m1 $old $new"
+check_eq "patch m1 -> OK, in one write" OK "$KP_RESULT"
+release
+check_eq "every read restarted into the new function" 1000 \
+	"$(cat "$KP_TMP"/many/* | grep -c '^new ')"
+check_eq "... and none returned an error" 0 \
+	"$(cat "$KP_TMP"/many/* | grep -vc '^new ')"
+expect_ok unpatch m1
+rm -rf "$KP_TMP/many"
 set_param kpatch retries "$retries"
 check_no_splat
 

@@ -177,6 +177,8 @@ void kpatch_test_move_nap(void);
 void kpatch_test_move_nap_new(void);
 void kpatch_test_move_finish_wait(struct wait_queue_head *wq_head,
 				  struct wait_queue_entry *wq_entry);
+int kpatch_test_move_register(struct kpatch_module *kpmod);
+int kpatch_test_move_register_new(struct kpatch_module *kpmod);
 int kpatch_test_move_hrtimeout(ktime_t *expires, u64 delta,
 			       const enum hrtimer_mode mode, clockid_t clock_id);
 

@@ -53,6 +53,10 @@
  *
  * kpatch_test_move_finish_wait() is the kernel's finish_wait(), for an
  * update that changes a function the task running it calls.
+ *
+ * The writer's own path: "api" 3 registers, through
+ * kpatch_test_move_register(), a patch that replaces that function
+ * (replacement _new), so that the task running the update is in it.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -304,6 +308,40 @@ static struct kpatch_module kpatch_move_kpmod = {
 	},
 };
 
+/* The update's own path: these register a patch that replaces the first. */
+noinline __attribute__((__noipa__))
+int kpatch_test_move_register(struct kpatch_module *kpmod)
+{
+	int ret = kpatch_register(kpmod, false);
+
+	/* after the call, not a tail call: this function is on the stack */
+	pr_info("kpatch_register() of its own path returned %d\n", ret);
+	return ret;
+}
+
+noinline __attribute__((__noipa__))
+int kpatch_test_move_register_new(struct kpatch_module *kpmod)
+{
+	int ret = kpatch_register(kpmod, false);
+
+	/* after the call, not a tail call: this function is on the stack */
+	pr_info("kpatch_register() of its own path returned %d\n", ret);
+	return ret;
+}
+
+static struct kpatch_func kpatch_move_self_funcs[] = {
+	{
+		.old_addr = (unsigned long)kpatch_test_move_register,
+		.new_addr = (unsigned long)kpatch_test_move_register_new,
+	},
+};
+
+static struct kpatch_module kpatch_move_self_kpmod = {
+	.mod = THIS_MODULE,
+	.funcs = kpatch_move_self_funcs,
+	.num_funcs = ARRAY_SIZE(kpatch_move_self_funcs),
+};
+
 static int kpatch_move_register_set(const char *val,
 				    const struct kernel_param *kp)
 {
@@ -312,9 +350,13 @@ static int kpatch_move_register_set(const char *val,
 
 	if (ret)
 		return ret;
-	if (how > 2)
+	if (how > 3)
 		return -EINVAL;
-	if (how) {
+	if (how == 3) {
+		ret = kpatch_test_move_register(&kpatch_move_self_kpmod);
+		if (!ret)
+			kpatch_unregister(&kpatch_move_self_kpmod);
+	} else if (how) {
 		ret = kpatch_register(&kpatch_move_kpmod, how == 2);
 		pr_info("kpatch_register() returned %d\n", ret);
 	} else {
@@ -328,7 +370,7 @@ static const struct kernel_param_ops kpatch_move_register_ops = {
 	.set = kpatch_move_register_set,
 };
 module_param_cb(api, &kpatch_move_register_ops, NULL, 0200);
-MODULE_PARM_DESC(api, "1: kpatch_register() the read's patch; 2: the same, replacing every other patch; 0: kpatch_unregister() it");
+MODULE_PARM_DESC(api, "1: kpatch_register() the read's patch; 2: the same, replacing every other patch; 0: kpatch_unregister() it; 3: register a patch of the function that registers it");
 
 /* ---- a poll ---- */
 

@@ -308,7 +308,7 @@ for fn in f:11 g:11 jmp8:12 jcc8:13 mid:14 plain_f:100 plain_g:101 \
 	check_eq "kpatch_test_pc_${fn%:*}(1) returns ${fn#*:}" "${fn#*:}" \
 		"$(pc result)"
 done
-check_eq "each piece ran once" "$((tail0 + 4))" "$(pc tail)"
+check_eq "each piece ran once" "$((tail0 + 5))" "$(pc tail)"
 check_no_splat
 
 start_test "f and g patched together, in either order"

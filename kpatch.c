@@ -144,6 +144,20 @@ static inline bool kpatch_mod_rw(const struct module *mod, unsigned long addr)
 }
 #endif
 
+/* Return addresses that kretprobes and fprobes took from @t, to give back. */
+static inline bool kpatch_rethooks(struct task_struct *t)
+{
+	bool ret = false;
+
+#ifdef CONFIG_RETHOOK
+	ret |= !llist_empty(&t->rethooks);
+#endif
+#ifdef CONFIG_KRETPROBES
+	ret |= !llist_empty(&t->kretprobe_instances);
+#endif
+	return ret;
+}
+
 /* ENDBR and the kernel's sealed replacement; none without IBT. */
 #ifdef CONFIG_X86_KERNEL_IBT
 #define kpatch_gen_endbr()		gen_endbr()
@@ -1179,14 +1193,20 @@ static int kpatch_add_range(struct kpatch_try *try, unsigned long start,
  * functions of their own.  f jumps to such a piece, and a .cold piece
  * jumps back: a task asleep in a call made from a piece has no return
  * address in f, yet runs f's code when it wakes.  So to the stack check
- * the pieces are f: every symbol of f's text named "f.cold*" or "f.part.*"
- * that a jump of f or of its pieces may lead into.
+ * the pieces are f: every symbol of f's text that a jump of f or of its
+ * pieces P may lead into, named "F.cold*" for F = f or P (a jump may enter
+ * a .cold piece anywhere), or named "*.cold*" or "*.part.*" if the jump
+ * lands on its first byte.  A part is entered at its start only, and that
+ * rule covers a piece with two names (GCC's identical code folding), of
+ * which kallsyms gives one, and another function's part that f jumps to,
+ * having inlined that function's head.
  *
  * The scan does not decode: at every byte offset, each jump opcode (EB,
  * 70-7F, E0-E3, E9, 0F 80-8F) is a jump, and so is an INT3 read as each of
  * them (a kprobe's INT3 hides the first byte of the instruction it
- * probes).  A false jump can only add a genuine piece of f, and no INT3
- * puts out of step what has no step.  An optimized kprobe copies out no
+ * probes).  A false jump can only add a piece of f or a symbol named as
+ * one, which makes the check stricter; no INT3 puts out of step what has
+ * no step.  An optimized kprobe copies out no
  * jump (x86 boosts none).  A module's static branches and fixups are
  * followed through its tables; vmlinux's are not exported, and no
  * indirect jump is followed (Documentation.txt, "Limitations").
@@ -1203,10 +1223,10 @@ struct kpatch_scan {
 	struct kpatch_try *try;
 	unsigned int first;		/* the range of f; its pieces after */
 	struct module *mod;		/* f's, or NULL: vmlinux */
-	size_t nlen;			/* of f's name, in @name */
 	unsigned int next;
 	struct kpatch_range not[KPATCH_NOT_PIECES];
-	char name[KSYM_SYMBOL_LEN], sym[KSYM_SYMBOL_LEN];
+	/* f's name, the name of the range scanned, a jump's target's */
+	char name[KSYM_SYMBOL_LEN], cur[KSYM_SYMBOL_LEN], sym[KSYM_SYMBOL_LEN];
 };
 
 static int kpatch_scan_range(struct kpatch_scan *sc, unsigned long start,
@@ -1230,10 +1250,13 @@ static __cold int kpatch_add_pieces(struct kpatch_try *try, unsigned int first,
 	sc->first = first;
 	sc->mod = mod;
 	sprint_symbol_no_offset(sc->name, fn);
-	sc->nlen = strcspn(sc->name, " ");
-	for (r = first; r < try->nr_ranges && !ret; r++)
+	sc->name[strcspn(sc->name, " ")] = '\0';
+	for (r = first; r < try->nr_ranges && !ret; r++) {
+		sprint_symbol_no_offset(sc->cur, try->ranges[r].start);
+		sc->cur[strcspn(sc->cur, " ")] = '\0';
 		ret = kpatch_scan_range(sc, try->ranges[r].start,
 					try->ranges[r].end);
+	}
 	kfree(sc);
 	return ret;
 }
@@ -1282,6 +1305,14 @@ static int kpatch_scan_range(struct kpatch_scan *sc, unsigned long start,
 	return ret;
 }
 
+/* Is @sym a .cold piece of @fn, "@fn.cold*"? */
+static bool kpatch_cold_of(const char *sym, const char *fn)
+{
+	size_t n = strlen(fn);
+
+	return !strncmp(sym, fn, n) && str_has_prefix(sym + n, ".cold");
+}
+
 /* A jump may lead to @target: if into a piece of f not yet found, add it. */
 static int kpatch_scan_target(struct kpatch_scan *sc, unsigned long target)
 {
@@ -1303,13 +1334,15 @@ static int kpatch_scan_target(struct kpatch_scan *sc, unsigned long target)
 	    !kpatch_symbol(target, sc->sym, &start, &size, &mod) ||
 	    !mod != !sc->mod)
 		return 0;	/* out of f's text: no piece */
-	if (!strncmp(sc->sym, sc->name, sc->nlen) &&
-	    (str_has_prefix(sc->sym + sc->nlen, ".cold") ||
-	     str_has_prefix(sc->sym + sc->nlen, ".part.")))
+	if (!strstr(sc->sym, ".cold") && !strstr(sc->sym, ".part.")) {
+		r = sc->not + sc->next++ % KPATCH_NOT_PIECES;
+		r->start = start;
+		r->end = start + size;
+		return 0;	/* never a piece: remembered */
+	}
+	if (target == start || kpatch_cold_of(sc->sym, sc->name) ||
+	    kpatch_cold_of(sc->sym, sc->cur))
 		return kpatch_add_range(try, start, size);
-	r = sc->not + sc->next++ % KPATCH_NOT_PIECES;
-	r->start = start;
-	r->end = start + size;
 	return 0;
 }
 
@@ -1842,6 +1875,13 @@ static int kpatch_walk_stack(struct task_struct *task, struct kpatch_try *try)
 	struct pt_regs *regs;
 	unsigned long addr;
 
+	/*
+	 * The unwinder gives back what a kretprobe took only for current or
+	 * a task that is not running (6.1 warns, later kernels fail the
+	 * walk): a preempted task with such a return address is unreliable.
+	 */
+	if (task != current && task_is_running(task) && kpatch_rethooks(task))
+		goto unreliable;
 	for (unwind_start(&state, task, NULL, NULL);
 	     !unwind_done(&state) && !unwind_error(&state);
 	     unwind_next_frame(&state)) {
@@ -1871,6 +1911,7 @@ static int kpatch_walk_stack(struct task_struct *task, struct kpatch_try *try)
 	}
 	if (unwind_done(&state) && !unwind_error(&state))
 		return 0;
+unreliable:
 	kpatch_refuse(try, KPATCH_UNRELIABLE, task, 0);
 	return -EBUSY;
 }

@@ -80,3 +80,56 @@ expect_ok unpatch kp2
 check_eq "/proc/cmdline restored" "$orig" "$(cat /proc/cmdline)"
 check "rmmod kpatch_test_kprobe succeeds" unload_mod kpatch_test_kprobe
 check_no_splat
+
+# The unwinder gives back the return addresses a kretprobe took only for
+# a task that is not running: a preempted one with such an address is
+# "cannot be walked reliably", never a kernel warning.  The thread of
+# kpatch_test_cold sleeps in kpatch_test_cold_wait(), called from a .cold
+# piece, waking every jiffy to run one ("spin"): preempted there at some
+# of the 30 tries.
+COLD=kpatch_test_cold
+kretprobe_cleanup() {
+	if mod_loaded "$COLD"; then
+		echo 0 >"/sys/module/$COLD/parameters/hold" 2>/dev/null
+		wait_until modparam_is "$COLD" call N
+		echo 0 >"/sys/module/$COLD/parameters/spin" 2>/dev/null
+		unload_mod "$COLD"
+	fi
+	echo 0 >"$TRACEFS/events/kprobes/enable" 2>/dev/null
+	echo >"$TRACEFS/kprobe_events" 2>/dev/null
+}
+KP_CLEANUP_HOOK=kretprobe_cleanup
+
+start_test "a kretprobe on the function a preempted task is in"
+log_mark
+if [ -w "$TRACEFS/kprobe_events" ]; then
+	check "insmod $COLD succeeds" load_mod "$COLD"
+	cfn=$(sym kpatch_test_cold_fn "$COLD") || bail "setup: find kpatch_test_cold_fn"
+	cnew=$(sym kpatch_test_cold_fn_new "$COLD") ||
+		bail "setup: find kpatch_test_cold_fn_new"
+	retries=$(modparam kpatch retries)
+	set_param kpatch retries 0
+	log_command "echo 'r:kpret kpatch_test_cold_wait' > kprobe_events"
+	echo 'r:kpret kpatch_test_cold_wait' >"$TRACEFS/kprobe_events" ||
+		bail "setup: the kretprobe"
+	echo 1 >"$TRACEFS/events/kprobes/kpret/enable" ||
+		bail "setup: enable the kretprobe"
+	set_param "$COLD" spin 1
+	set_param "$COLD" hold 1
+	set_param "$COLD" call 1
+	check "the thread is in kpatch_test_cold_wait()" \
+		wait_until modparam_is "$COLD" state 1
+	other=0
+	for round in $(seq 30); do
+		kp patch kr1 "$cfn" "$cnew" && kp unpatch kr1
+		[ "$KP_RESULT" = EBUSY ] || other=$((other + 1))
+	done
+	diag "$(log_since_mark | grep -c 'refused: kpatch_test_cold_fn.cold') named the piece," \
+		"$(log_since_mark | grep -c 'cannot be walked reliably') unreliable, of $round"
+	check_eq "every try refused" 0 "$other"
+	set_param kpatch retries "$retries"
+	kretprobe_cleanup
+	check_no_splat
+else
+	skip "no kprobe_events on this kernel"
+fi

@@ -469,13 +469,13 @@ pc_call sk
 check_eq "kpatch_test_pc_sk(1) returns 0 with the branch off" 0 "$(pc result)"
 pc_param key 1
 tail0=$(pc tail)
-for fn in ch:24 sk:25 jcx:26 lp:27; do
+for fn in ch:24 sk:25 jcx:26 lp:27 al:28 am:28; do
 	pc_call "${fn%:*}"
 	check_eq "kpatch_test_pc_${fn%:*}(1) returns ${fn#*:}" "${fn#*:}" \
 		"$(pc result)"
 done
 pc_param key 0
-check_eq "each piece ran once" "$((tail0 + 4))" "$(pc tail)"
+check_eq "each piece ran once" "$((tail0 + 6))" "$(pc tail)"
 check_no_splat
 
 start_test "a piece that only another piece leads to"
@@ -515,10 +515,39 @@ pc_leave 27
 old_side_done p11
 check_no_splat
 
+al=$(pcsym al)
+am=$(pcsym am)
+
+start_test "a piece with two names, kallsyms giving the other"
+log_mark
+for p in al.part.0 am.part.0; do
+	check_eq "kallsyms lists kpatch_test_pc_$p, a local function" t \
+		"$(sym_type "kpatch_test_pc_$p" "$PC")"
+done
+check_eq "both at one address" "$(pcsym al.part.0)" "$(pcsym am.part.0)"
+pc_enter am
+refused patch p12 al.part.0 "$am" "$pg"
+pc_leave 28
+old_side_done p12
+pc_enter al
+refused patch p13 al.part.0 "$al" "$pg"
+pc_leave 28
+old_side_done p13
+check_no_splat
+
+start_test "a piece of another function, reached from an inlined head"
+log_mark
+# f has g's head inlined and jumps into g.part.0, at its start
+pc_enter f
+refused patch p14 g.part.0 "$f" "$pf"
+pc_leave 11
+old_side_done p14
+check_no_splat
+
 start_test "once the thread is out, each of them is patched"
 log_mark
 check_patches "nothing patched"
-for fn in ch sk jcx lp; do
+for fn in ch sk jcx lp al am; do
 	expect_ok patch "p_$fn" "$(pcsym "$fn")" "$pg"
 	pc_call "$fn"
 	check_eq "kpatch_test_pc_$fn(1) runs kpatch_test_pc_plain_g (101)" 101 \

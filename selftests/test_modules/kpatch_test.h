@@ -123,6 +123,8 @@ int kpatch_test_pc_ch(int x);
 int kpatch_test_pc_sk(int x);
 int kpatch_test_pc_jcx(int x);
 int kpatch_test_pc_lp(int x);
+int kpatch_test_pc_al(int x);
+int kpatch_test_pc_am(int x);
 int kpatch_test_pc_plain_f(int x);
 int kpatch_test_pc_plain_g(int x);
 int kpatch_test_pc_plain_jmp8(int x);

@@ -93,6 +93,13 @@
  *				%rcx = x - 1: for x = 1 it jumps.  26.
  *   kpatch_test_pc_lp(x)	"loop kpatch_test_pc_lp.part.0" (e2), with
  *				%rcx = x + 1: for x = 1 it jumps.  27.
+ *   kpatch_test_pc_al(x), kpatch_test_pc_am(x)
+ *				each jne (32-bit) into its part,
+ *				kpatch_test_pc_al.part.0 and
+ *				kpatch_test_pc_am.part.0: one piece with
+ *				two names, as GCC's identical code folding
+ *				leaves two equal parts.  kallsyms names it
+ *				by the first, al.part.0, for am too.  28.
  *
  * They are written in asm, so that the pieces, their names and the
  * jumps are the same on every compiler, and so are traceable functions
@@ -673,6 +680,44 @@ asm("	.pushsection	.text, \"ax\", @progbits\n"
 "	.popsection\n"
 );
 
+/*
+ * al and am, and their one part with two names: the first one in the
+ * symbol table, al.part.0, is what kallsyms answers for the address.
+ */
+asm("	.pushsection	.text, \"ax\", @progbits\n"
+"	.globl		kpatch_test_pc_al\n"
+"	.type		kpatch_test_pc_al, @function\n"
+"kpatch_test_pc_al:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"	testl		%edi, %edi\n"
+"	{disp32} jne	kpatch_test_pc_al.part.0\n"
+"	xorl		%eax, %eax\n"
+	ASM_RET
+"	.size		kpatch_test_pc_al, .-kpatch_test_pc_al\n"
+"\n"
+"	.globl		kpatch_test_pc_am\n"
+"	.type		kpatch_test_pc_am, @function\n"
+"kpatch_test_pc_am:\n"
+	ASM_ENDBR
+	KPATCH_PC_FENTRY
+"	testl		%edi, %edi\n"
+"	{disp32} jne	kpatch_test_pc_am.part.0\n"
+"	xorl		%eax, %eax\n"
+	ASM_RET
+"	.size		kpatch_test_pc_am, .-kpatch_test_pc_am\n"
+"\n"
+"	.type		kpatch_test_pc_al.part.0, @function\n"
+"	.type		kpatch_test_pc_am.part.0, @function\n"
+"kpatch_test_pc_al.part.0:\n"
+"kpatch_test_pc_am.part.0:\n"
+	KPATCH_PC_PIECE_BODY(18)
+	ASM_RET
+"	.size		kpatch_test_pc_al.part.0, .-kpatch_test_pc_al.part.0\n"
+"	.size		kpatch_test_pc_am.part.0, .-kpatch_test_pc_am.part.0\n"
+"	.popsection\n"
+);
+
 /* xl's xor is reached by no jump: objtool would call it unreachable */
 STACK_FRAME_NON_STANDARD(kpatch_test_pc_xl);
 
@@ -823,6 +868,8 @@ static const struct {
 	{ "sk", kpatch_test_pc_sk },
 	{ "jcx", kpatch_test_pc_jcx },
 	{ "lp", kpatch_test_pc_lp },
+	{ "al", kpatch_test_pc_al },
+	{ "am", kpatch_test_pc_am },
 	{ "plain_f", kpatch_test_pc_plain_f },
 	{ "plain_g", kpatch_test_pc_plain_g },
 	{ "plain_jmp8", kpatch_test_pc_plain_jmp8 },

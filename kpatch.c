@@ -273,7 +273,7 @@ struct kpatch_site {
 	struct module *mod;		/* pinned: the module of @ip, or NULL */
 };
 
-static DEFINE_HASHTABLE(kpatch_sites, 7);
+static DEFINE_HASHTABLE(kpatch_sites, 5);
 
 /* The site at @ip, or NULL. */
 static struct kpatch_site *kpatch_site_find(unsigned long ip)
@@ -379,8 +379,8 @@ static void notrace kpatch_ftrace_handler(unsigned long ip,
  * RCU reader for the synchronize_rcu() after an update, and keeps this
  * CPU's stopper from answering the update's rendezvous meanwhile.
  */
-static noinline void notrace kpatch_redirect_slow(struct kpatch_site *site,
-						  struct ftrace_regs *fregs)
+static noinline __cold void notrace kpatch_redirect_slow(struct kpatch_site *site,
+							 struct ftrace_regs *fregs)
 {
 	struct kpatch_gate *g;
 	struct kpatch_entry *e;
@@ -473,7 +473,6 @@ struct kpatch_try {
 	unsigned int nr_whole;
 	bool hooks;			/* a part has a hook */
 	struct task_struct *writer;	/* the task that runs the update */
-	bool movable;			/* the task that refused it can move */
 	struct kpatch_record *rec;	/* Layer: the pre-walk */
 	struct kpatch_movers *movers;	/* Layer: moving busy tasks */
 	atomic_t cpus_in, cpus_seen;
@@ -551,6 +550,7 @@ static const char *kpatch_req_name(const struct kpatch_request *req);
 static int kpatch_comm_len(const char *comm);
 
 /* Layer: moving busy tasks */
+static void kpatch_movers_new(struct kpatch_try *try, unsigned int max);
 static bool kpatch_stop_at(struct kpatch_try *try, struct task_struct *task);
 static int kpatch_listed(struct kpatch_try *try);
 static bool kpatch_move_out(struct kpatch_try *try, int ret);
@@ -747,8 +747,8 @@ not_text:
  * kallsyms' "name+0xoff/0xsize [module]" for @addr, parsed: name, start,
  * size, module or NULL.  False if @addr is in no symbol.
  */
-static bool kpatch_symbol(unsigned long addr, char *buf, unsigned long *start,
-			  unsigned long *size, char **mod)
+static __cold bool kpatch_symbol(unsigned long addr, char *buf, unsigned long *start,
+				 unsigned long *size, char **mod)
 {
 	char *plus, *slash;
 	unsigned long off;
@@ -790,8 +790,8 @@ static bool kpatch_kernel_text(unsigned long addr)
  * may be coming.  Returns 0, -ENOENT, or -EBUSY (coming) / -EINVAL
  * (going) with *@state.
  */
-static int kpatch_get_module(const char *name, struct module *coming_ok,
-			     struct module **modp, enum module_state *state)
+static __cold int kpatch_get_module(const char *name, struct module *coming_ok,
+				    struct module **modp, enum module_state *state)
 {
 	struct kobject *kobj;
 	struct module *mod;
@@ -907,7 +907,10 @@ static __cold int kpatch_try_once(struct kpatch_try *try)
 	      kpatch_build_ranges(try);
 	ret = ret ?: try->hooks ? kpatch_pre_hooks(try) : 0;
 	if (!ret) {
-		kpatch_record_start(try);	/* before any task is held */
+		/* before any task is held: see kpatch_movers_new() */
+		kpatch_record_start(try);
+		if (kpatch_checks(try))
+			kpatch_movers_new(try, 0);
 		do
 			ret = kpatch_run(try);
 		while (ret && kpatch_move_out(try, ret));
@@ -1262,8 +1265,8 @@ static __cold int kpatch_add_pieces(struct kpatch_try *try, unsigned int first,
 }
 
 /* Scan [@start, @end) for jumps, and @sc's module's tables for its code there. */
-static int kpatch_scan_range(struct kpatch_scan *sc, unsigned long start,
-			     unsigned long end)
+static __cold int kpatch_scan_range(struct kpatch_scan *sc, unsigned long start,
+				    unsigned long end)
 {
 	const struct exception_table_entry *x;
 	struct module *mod = sc->mod;
@@ -1306,7 +1309,7 @@ static int kpatch_scan_range(struct kpatch_scan *sc, unsigned long start,
 }
 
 /* Is @sym a .cold piece of @fn, "@fn.cold*"? */
-static bool kpatch_cold_of(const char *sym, const char *fn)
+static __cold bool kpatch_cold_of(const char *sym, const char *fn)
 {
 	size_t n = strlen(fn);
 
@@ -1314,7 +1317,7 @@ static bool kpatch_cold_of(const char *sym, const char *fn)
 }
 
 /* A jump may lead to @target: if into a piece of f not yet found, add it. */
-static int kpatch_scan_target(struct kpatch_scan *sc, unsigned long target)
+static __cold int kpatch_scan_target(struct kpatch_scan *sc, unsigned long target)
 {
 	struct kpatch_try *try = sc->try;
 	struct kpatch_range *r;
@@ -1488,8 +1491,8 @@ static int kpatch_pre_hooks(struct kpatch_try *try)
 }
 
 /* Part @i's hook of @stage (of its direction); 0 or a negative errno. */
-static int kpatch_part_hook(struct kpatch_try *try, unsigned int i,
-			    enum kpatch_hook stage)
+static __cold int kpatch_part_hook(struct kpatch_try *try, unsigned int i,
+				   enum kpatch_hook stage)
 {
 	struct kpatch_patch *patch = try->parts[i];
 	enum kpatch_hook h = stage;
@@ -1643,10 +1646,11 @@ static bool kpatch_checks(const struct kpatch_try *try)
  * What it adds: the stack check of the tasks that do not run, done before
  * stop_machine(), so that the CPUs stop only for the tasks that ran since.
  * Correctness never depends on it: with no record, or one that overflowed,
- * the callback walks every task, as the 2014 core did.  Price: about 130
- * lines; per context switch while a run's record is armed, the probe: 25
- * instructions or so, an atomic increment the CPUs share and a task
- * reference; per try a record of max(256, tasks / 8) pointers.
+ * the callback walks every task, as the 2014 core did.  Price: about 140
+ * lines; per context switch while a run's record is armed, the probe: 40
+ * instructions or so, and for a task not recorded yet a compare-and-swap,
+ * an atomic increment the CPUs share and a task reference; per try a
+ * record of max(256, tasks / 8) tasks, and a hash of them twice as large.
  *
  *   before stop_machine(), kpatch_mutex held      in the callback
  *
@@ -1684,28 +1688,44 @@ static bool kpatch_checks(const struct kpatch_try *try)
  */
 
 /*
- * The tasks the callback walks, pinned: those the pre-walk could not walk,
- * and those a CPU switched to since the record was armed (@last: each
- * CPU's last, not twice in a row).  @n: taken; above @max, it overflowed.
+ * The tasks the callback walks, pinned, each once: those the pre-walk
+ * could not walk, and those a CPU switched to since the record was armed.
+ * @seen: the same tasks, hashed, so that one preempted again and again is
+ * recorded once; @last: each CPU's last, which spares that lookup.  @n:
+ * taken; above @max, it overflowed.
  */
 struct kpatch_record {
 	atomic_t n;
-	unsigned int max;
+	unsigned int max, bits;
 	bool armed;
 	struct rcu_head rcu;
-	struct task_struct **last;
+	struct task_struct **last, **seen;
 	struct task_struct *task[];
 };
 
 /* The sched_switch tracepoint (the others: "Layer: exiting tasks"). */
 static struct tracepoint *kpatch_switch_tp;
 
-/* Record @task, pinned; lock-free, for the probe and the pre-walk. */
+/*
+ * Record @task, pinned, unless it is already; lock-free, for the probe and
+ * the pre-walk.  @seen has room for @max tasks and one per CPU more, the
+ * most that can pass the first test before @n overflows.
+ */
 static void notrace kpatch_record_task(struct kpatch_record *rec,
 				       struct task_struct *task)
 {
-	unsigned int i = atomic_inc_return(&rec->n) - 1;
+	unsigned int h = hash_ptr(task, rec->bits), i;
+	struct task_struct *t;
 
+	for (i = 0; atomic_read(&rec->n) < rec->max && i < BIT(rec->bits);
+	     i++, h = (h + 1) & (BIT(rec->bits) - 1)) {
+		t = cmpxchg(&rec->seen[h], NULL, task);
+		if (t == task)
+			return;
+		if (!t)
+			break;
+	}
+	i = atomic_inc_return(&rec->n) - 1;
 	if (i < rec->max)
 		rec->task[i] = get_task_struct(task);
 }
@@ -1732,11 +1752,11 @@ static void notrace kpatch_switch_probe(void *data, bool preempt,
  * A record for @try's runs, and its probe (none: no memory, or nothing to
  * check).  Made before any task is held.
  */
-static void kpatch_record_start(struct kpatch_try *try)
+static __cold void kpatch_record_start(struct kpatch_try *try)
 {
 	struct kpatch_record *rec;
 	struct task_struct *g, *t;
-	unsigned int n = 0;
+	unsigned int n = 0, i;
 
 	if (!kpatch_checks(try) || !kpatch_switch_tp)
 		return;
@@ -1745,11 +1765,15 @@ static void kpatch_record_start(struct kpatch_try *try)
 		n++;
 	rcu_read_unlock();
 	n = max(n / 8, 256U);
-	rec = kvzalloc(struct_size(rec, task, n + nr_cpu_ids), GFP_KERNEL);
+	i = order_base_2(2 * n + nr_cpu_ids);
+	rec = kvzalloc(struct_size(rec, task, n + nr_cpu_ids + BIT(i)),
+		       GFP_KERNEL);
 	if (!rec)
 		return;
 	rec->max = n;
+	rec->bits = i;
 	rec->last = rec->task + n;
+	rec->seen = rec->last + nr_cpu_ids;
 	if (tracepoint_probe_register(kpatch_switch_tp, kpatch_switch_probe,
 				      rec)) {
 		kvfree(rec);
@@ -1771,7 +1795,8 @@ static int kpatch_prewalk(struct kpatch_try *try)
 	if (!kpatch_checks(try))
 		return 0;
 	if (rec) {
-		memset(rec->last, 0, nr_cpu_ids * sizeof(*rec->last));
+		memset(rec->last, 0,
+		       (nr_cpu_ids + BIT(rec->bits)) * sizeof(*rec->last));
 		atomic_set(&rec->n, 0);
 		WRITE_ONCE(rec->armed, true);	/* before any walk: see 3. */
 	}
@@ -1788,6 +1813,28 @@ out:
 	return ret ?: kpatch_listed(try);
 }
 
+/*
+ * Is @task, its pi_lock held, blocked: off every runqueue and CPU, so that
+ * it runs again only once woken (see 1. above)?  @state: what it sleeps as.
+ */
+static bool kpatch_blocked(struct task_struct *task, unsigned int *state)
+{
+	*state = READ_ONCE(task->__state);
+	/* on_rq after the state, as in try_to_wake_up() and get_wchan(). */
+	smp_rmb();
+	if (*state == TASK_RUNNING || *state == TASK_WAKING ||
+	    *state == TASK_DEAD || READ_ONCE(task->on_rq))
+		return false;
+	/* on_cpu after on_rq, as in try_to_wake_up(). */
+	smp_rmb();
+	/*
+	 * A task may still be switching out: the acquire pairs with the
+	 * release of on_cpu in finish_task(), after which its stack is final.
+	 */
+	return !smp_load_acquire(&task->on_cpu) && task_stack_page(task) &&
+	       refcount_read(&task->stack_refcount);
+}
+
 /* Walk @task if it can be kept from running meanwhile, or record it. */
 static int kpatch_prewalk_task(struct task_struct *task,
 			       struct kpatch_try *try)
@@ -1797,27 +1844,10 @@ static int kpatch_prewalk_task(struct task_struct *task,
 	int ret = 0;
 
 	raw_spin_lock_irqsave(&task->pi_lock, flags);
-	state = READ_ONCE(task->__state);
-	/* on_rq after the state, as in try_to_wake_up() and get_wchan(). */
-	smp_rmb();
-	if (state == TASK_RUNNING || state == TASK_WAKING ||
-	    state == TASK_DEAD || READ_ONCE(task->on_rq))
-		goto record;
-	/* on_cpu after on_rq, as in try_to_wake_up(). */
-	smp_rmb();
-	/*
-	 * A task may still be switching out: the acquire pairs with the
-	 * release of on_cpu in finish_task(), after which its stack is final.
-	 */
-	if (smp_load_acquire(&task->on_cpu))
-		goto record;
-	if (task_stack_page(task) && refcount_read(&task->stack_refcount))
+	if (kpatch_blocked(task, &state))
 		ret = kpatch_walk_stack(task, try);
-	goto out;
-record:
-	if (try->rec)
+	else if (state != TASK_DEAD && try->rec)
 		kpatch_record_task(try->rec, task);
-out:
 	raw_spin_unlock_irqrestore(&task->pi_lock, flags);
 	return ret;
 }
@@ -1829,7 +1859,7 @@ out:
  * excluded the rest), and an NMI is an RCU reader, as the record's probe
  * in __schedule() is.
  */
-static void kpatch_forget(struct kpatch_try *try)
+static __cold void kpatch_forget(struct kpatch_try *try)
 {
 	struct kpatch_record *rec = try->rec;
 	unsigned int i;
@@ -1846,7 +1876,7 @@ static void kpatch_forget(struct kpatch_try *try)
  * The try ends.  A probe may still run elsewhere: the record goes after a
  * grace period, and kpatch_exit() waits for the probe's code.
  */
-static void kpatch_record_stop(struct kpatch_try *try)
+static __cold void kpatch_record_stop(struct kpatch_try *try)
 {
 	if (!try->rec)
 		return;
@@ -2094,7 +2124,7 @@ static int kpatch_check_task(struct kpatch_try *try, struct task_struct *task)
  * unchecked.  Price: about 200 lines, 64 records (512 on PREEMPT_RT); per
  * exit of a task two probes.
  */
-#define KPATCH_EXITING_BITS	6
+#define KPATCH_EXITING_BITS	5
 #define KPATCH_EXITING_RESERVE	(IS_ENABLED(CONFIG_PREEMPT_RT) ? 512 : 64)
 
 struct kpatch_exiting {
@@ -2202,7 +2232,7 @@ static void kpatch_free_probe(void *data, struct task_struct *task)
 }
 
 /* The free list to between @want and twice the reserve; false: no memory. */
-static bool kpatch_exiting_fill(unsigned int want)
+static __cold bool kpatch_exiting_fill(unsigned int want)
 {
 	struct kpatch_exiting *e, *spare = NULL;
 	unsigned long flags;
@@ -2235,7 +2265,7 @@ static bool kpatch_exiting_fill(unsigned int want)
 	}
 }
 
-static void kpatch_exiting_refill(struct work_struct *work)
+static __cold void kpatch_exiting_refill(struct work_struct *work)
 {
 	kpatch_test_point(KPATCH_TEST_REFILL);
 	kpatch_exiting_fill(KPATCH_EXITING_RESERVE);
@@ -2254,7 +2284,7 @@ static struct kpatch_tp {
 
 #define KPATCH_TPS_END	(kpatch_tps + ARRAY_SIZE(kpatch_tps))
 
-static void kpatch_tp_find(struct tracepoint *tp, void *priv)
+static __cold void kpatch_tp_find(struct tracepoint *tp, void *priv)
 {
 	struct kpatch_tp *t;
 
@@ -2273,7 +2303,7 @@ static void kpatch_exiting_stop(struct kpatch_tp *end);
  * tracepoint before the probe was there (recorded once).  One that left
  * the list before kpatch was loaded is not followed (Documentation.txt).
  */
-static int kpatch_exiting_start(void)
+static __cold int kpatch_exiting_start(void)
 {
 	struct task_struct *g, *t;
 	struct kpatch_tp *tp;
@@ -2318,7 +2348,7 @@ static int kpatch_exiting_start(void)
 }
 
 /* Unregister the probes before @end, newest first, and free every record. */
-static void kpatch_exiting_stop(struct kpatch_tp *end)
+static __cold void kpatch_exiting_stop(struct kpatch_tp *end)
 {
 	struct kpatch_exiting *e;
 	struct hlist_node *tmp;
@@ -2665,16 +2695,18 @@ struct kpatch_gate {
 /* A task in the way, pinned, and how to move it (TWA_SIGNAL or TWA_RESUME). */
 struct kpatch_blocker {
 	struct task_struct *task;
-	unsigned long addr;		/* or 0: its stack is unreliable */
 	enum task_work_notify_mode how;
-	bool held;			/* its hold ran: it was out */
 	struct kpatch_slot *slot;
 };
 
-/* A try's tasks in the way (last run), its gate, its rounds; kpatch_mutex. */
+/*
+ * A try's tasks in the way (last run; @seen, listed or not), its gate, its
+ * rounds; kpatch_mutex.
+ */
 struct kpatch_movers {
-	unsigned int nr, max, rounds;
+	unsigned int nr, max, seen, rounds;
 	bool stuck;			/* a task in the way cannot be moved */
+	bool held;			/* ... being held: see kpatch_stop_at() */
 	struct kpatch_gate *gate;
 	struct kpatch_blocker blockers[];
 };
@@ -2690,10 +2722,10 @@ static DECLARE_WAIT_QUEUE_HEAD(kpatch_hold_wq);
 static DECLARE_WAIT_QUEUE_HEAD(kpatch_out_wq);
 static bool kpatch_held_ever;
 
-static void kpatch_movers_new(struct kpatch_try *try);
 static int kpatch_move_one(struct kpatch_try *try, struct kpatch_blocker *b);
 static struct kpatch_slot *kpatch_gate_claim(struct kpatch_gate *g,
-					     struct task_struct *task);
+					     struct task_struct *task,
+					     bool claim);
 static bool kpatch_gate_queue(struct kpatch_gate *g, struct kpatch_slot *s,
 			      enum task_work_notify_mode how);
 static void kpatch_gate_sweep(struct kpatch_gate *g);
@@ -2704,20 +2736,27 @@ static void kpatch_kick_fn(struct callback_head *work);
 static void kpatch_gate_put(struct kpatch_gate *g);
 
 /*
- * The movers of @try, sized as the pre-walk's record, at its first refusal
- * by a task that can move: no task is held yet.  None if it may not move
- * tasks, or no memory.
+ * The movers of @try, for @max tasks in the way: before its first run (0:
+ * as many as the pre-walk records), and again, what they hold kept, when its
+ * first round found more; never while a task is held, which reclaim may
+ * wait for (a FUSE server).  None if it may not move tasks, or no memory.
  */
-static void kpatch_movers_new(struct kpatch_try *try)
+static __cold void kpatch_movers_new(struct kpatch_try *try, unsigned int max)
 {
-	unsigned int max = try->rec ? try->rec->max : 256;
+	struct kpatch_movers *m = try->movers;
 
 	if (!READ_ONCE(kpatch_move) || try->req->no_move)
 		return;
-	try->movers = kvzalloc(struct_size(try->movers, blockers, max),
-			       GFP_KERNEL);
-	if (try->movers)
-		try->movers->max = max;
+	max = max ?: try->rec ? try->rec->max : 256;
+	try->movers = kvzalloc(struct_size(m, blockers, max), GFP_KERNEL);
+	if (!try->movers) {
+		try->movers = m;	/* a shorter list: more rounds */
+		return;
+	}
+	if (m)
+		memcpy(try->movers, m, struct_size(m, blockers, m->nr));
+	try->movers->max = max;
+	kvfree(m);
 }
 
 /*
@@ -2725,8 +2764,8 @@ static void kpatch_movers_new(struct kpatch_try *try)
  * or about to be, TWA_RESUME if preempted, else TWA_NONE.  It cannot run
  * meanwhile (its pi_lock held, or every CPU stopped).
  */
-static enum task_work_notify_mode kpatch_movable(const struct kpatch_try *try,
-						 struct task_struct *task)
+static __cold enum task_work_notify_mode kpatch_movable(const struct kpatch_try *try,
+							struct task_struct *task)
 {
 	unsigned int state = READ_ONCE(task->__state);
 
@@ -2740,34 +2779,42 @@ static enum task_work_notify_mode kpatch_movable(const struct kpatch_try *try,
 								 TWA_NONE;
 }
 
-/* @task is in the way: list it and go on, or stop (true) and name it. */
-static bool kpatch_stop_at(struct kpatch_try *try, struct task_struct *task)
+/*
+ * @task is in the way: list it and go on, or stop (true) and name it.  One
+ * that its hold ran for (out) is in the way where the hold sleeps: the
+ * update changes code the hold runs in, and moving stops.  It cannot
+ * change meanwhile (its pi_lock held, or every CPU stopped).
+ */
+static __cold bool kpatch_stop_at(struct kpatch_try *try, struct task_struct *task)
 {
 	struct kpatch_movers *m = try->movers;
+	struct kpatch_slot *s = NULL;
 	enum task_work_notify_mode how;
 	struct kpatch_blocker *b;
 
 	how = kpatch_movable(try, task);
-	try->movable = how != TWA_NONE;
+	if (m && m->gate)
+		s = kpatch_gate_claim(m->gate, task, how != TWA_NONE);
+	if (s && READ_ONCE(s->out)) {
+		m->held = true;
+		how = TWA_NONE;
+	}
 	if (!m || how == TWA_NONE) {
 		if (m)
 			m->stuck = true;	/* moving the others is no use */
 		return true;
 	}
-	if (m->nr < m->max) {	/* else moved by a later round */
+	if (m->seen++ < m->max) {	/* else moved by a later round */
 		b = &m->blockers[m->nr++];
 		b->task = get_task_struct(task);
-		b->addr = try->refused.addr;
 		b->how = how;
-		/* out, in its hold, at the walk: it cannot change meanwhile */
-		b->slot = m->gate ? kpatch_gate_claim(m->gate, task) : NULL;
-		b->held = b->slot && READ_ONCE(b->slot->out);
+		b->slot = s;
 	}
 	return false;
 }
 
 /* At the end of a walk that listed tasks in the way: -EBUSY, for the last. */
-static int kpatch_listed(struct kpatch_try *try)
+static __cold int kpatch_listed(struct kpatch_try *try)
 {
 	return try->movers && try->movers->nr ? -EBUSY : 0;
 }
@@ -2792,14 +2839,23 @@ static __cold bool kpatch_move_out(struct kpatch_try *try, int ret)
 
 	lockdep_assert_held(&kpatch_mutex);
 	go = ret == -EBUSY && (req->must || !fatal_signal_pending(current));
-	if (!m) {	/* the first refusal: list them all at the next run */
-		if (go && try->movable)
-			kpatch_movers_new(try);
-		return try->movers;
+	if (m && m->held) {
+		pr_err("%s '%s': moving stops: pid %d (%*pE) is held out of the way, yet at %pS: the update changes code the hold runs in\n",
+		       req->verb, kpatch_req_name(req), try->refused.pid,
+		       kpatch_comm_len(try->refused.comm), try->refused.comm,
+		       (void *)try->refused.addr);
+		req->no_move = true;
+		m->held = false;
 	}
+	if (!m)
+		return false;
 	go = go && m->nr && !m->stuck && ++m->rounds <= KPATCH_MOVE_ROUNDS;
-	if (go && !m->gate) {	/* sized from the first round's tasks */
-		i = order_base_2(2 * m->nr + 128);
+	if (go && !m->gate) {	/* the first round: sized from its tasks */
+		if (m->seen > m->max) {
+			kpatch_movers_new(try, m->seen);
+			m = try->movers;
+		}
+		i = order_base_2(2 * m->seen + 128);
 		m->gate = kvzalloc(struct_size(m->gate, slot, BIT(i)), GFP_KERNEL);
 		if (m->gate) {
 			refcount_set(&m->gate->ref, 1);
@@ -2832,40 +2888,62 @@ static __cold bool kpatch_move_out(struct kpatch_try *try, int ret)
 	for (i = 0; i < m->nr; i++)
 		put_task_struct(m->blockers[i].task);
 	m->nr = 0;
+	m->seen = 0;
 	m->stuck = false;
 	return go;
 }
 
 /*
+ * Is @task, listed asleep interruptibly in the way, still so?  Looked at
+ * again right before its fake signal: it may have woken since, and gone
+ * to sleep elsewhere, where the signal would end a call that is none of
+ * the update's business.
+ */
+static __cold bool kpatch_still_in_way(struct kpatch_try *try,
+				       struct task_struct *task)
+{
+	unsigned long flags;
+	unsigned int state;
+	bool ret;
+
+	raw_spin_lock_irqsave(&task->pi_lock, flags);
+	ret = kpatch_blocked(task, &state) && (state & TASK_INTERRUPTIBLE) &&
+	      kpatch_walk_stack(task, try);
+	raw_spin_unlock_irqrestore(&task->pi_lock, flags);
+	return ret;
+}
+
+/*
  * Move @b's task out of the way: its hold queued, or the fake signal sent
  * if the gate queued its hold before it was asleep in the way.  Returns 1
- * if moved now, 0 if moving already; -1 if it cannot be: no slot, or it is
- * held and still in the way, in code the update changes (moving stops).
+ * if moved now, 0 if moving already, -1 if no slot is left.  A task
+ * listed asleep that is no longer in the way gets no signal: its hold
+ * waits for its next return to user space, as a task the gate caught.
  */
-static int kpatch_move_one(struct kpatch_try *try, struct kpatch_blocker *b)
+static __cold int kpatch_move_one(struct kpatch_try *try, struct kpatch_blocker *b)
 {
 	struct kpatch_gate *g = try->movers->gate;
-	struct kpatch_slot *s = b->slot ?: kpatch_gate_claim(g, b->task);
+	struct kpatch_slot *s = b->slot ?: kpatch_gate_claim(g, b->task, true);
+	enum task_work_notify_mode how = b->how;
 
 	b->slot = s;
 	if (!s)
 		return -1;
-	if (b->held) {
-		pr_err("%s '%s': moving stops: pid %d (%*pE) is held out of the way, yet at %pS: the update changes code the hold runs in\n",
-		       try->req->verb, kpatch_req_name(try->req), b->task->pid,
-		       kpatch_comm_len(b->task->comm), b->task->comm,
-		       (void *)b->addr);
-		try->req->no_move = true;
-		return -1;
-	}
+	if (how == TWA_SIGNAL && (s->kicked || READ_ONCE(s->out) ||
+				  !kpatch_still_in_way(try, b->task)))
+		how = TWA_RESUME;
 	if (!s->queued)
-		return kpatch_gate_queue(g, s, b->how) ? 1 : -1;
-	if (b->how == TWA_SIGNAL && !s->kicked && !READ_ONCE(s->out)) {
+		return kpatch_gate_queue(g, s, how) ? 1 : -1;
+	if (how == TWA_SIGNAL) {
+		/* the kick holds a reference: it may run after the hold */
 		s->kicked = true;
 		init_task_work(&s->kick, kpatch_kick_fn);
+		refcount_inc(&g->ref);
 		__module_get(THIS_MODULE);
-		if (task_work_add(s->task, &s->kick, TWA_SIGNAL))
+		if (task_work_add(s->task, &s->kick, TWA_SIGNAL)) {
 			module_put(THIS_MODULE);
+			kpatch_gate_put(g);
+		}
 	}
 	return 0;
 }
@@ -2884,23 +2962,27 @@ static noinline void notrace kpatch_gate_pass(struct kpatch_gate *g)
 			    PF_EXITING)) ||
 	    atomic_read(&g->claims) >= g->marks)
 		return;
-	kpatch_gate_claim(g, task);
+	kpatch_gate_claim(g, task, true);
 }
 
 /*
- * The slot of @task in @g, claimed if it had none, pinned; NULL if full.
- * Lock-free.  The reference is taken before the cmpxchg, whose full
- * barrier orders it before the pointer the sweep reads with an acquire; a
- * reference given back is never the last: @task is alive.
+ * The slot of @task in @g, claimed if it had none and @claim, pinned; NULL
+ * if full, or none.  Lock-free.  The reference is taken before the
+ * cmpxchg, whose full barrier orders it before the pointer the sweep reads
+ * with an acquire; a reference given back is never the last: @task is
+ * alive.
  */
 static struct kpatch_slot *notrace kpatch_gate_claim(struct kpatch_gate *g,
-						    struct task_struct *task)
+						    struct task_struct *task,
+						    bool claim)
 {
 	unsigned int h = hash_ptr(task, g->bits), n;
 	struct task_struct *t;
 
 	for (n = 0; n < BIT(g->bits); n++, h = (h + 1) & (BIT(g->bits) - 1)) {
 		t = READ_ONCE(g->slot[h].task);
+		if (!t && !claim)
+			return NULL;
 		if (!t) {
 			get_task_struct(task);
 			t = cmpxchg(&g->slot[h].task, NULL, task);
@@ -2932,7 +3014,7 @@ static bool kpatch_gate_queue(struct kpatch_gate *g, struct kpatch_slot *s,
 }
 
 /* Queue the hold on the tasks caught since; acquire: kpatch_gate_claim(). */
-static void kpatch_gate_sweep(struct kpatch_gate *g)
+static __cold void kpatch_gate_sweep(struct kpatch_gate *g)
 {
 	struct kpatch_slot *s;
 
@@ -2944,7 +3026,7 @@ static void kpatch_gate_sweep(struct kpatch_gate *g)
 }
 
 /* Calls of @try's sites take the slow path, and with it the gate. */
-static void kpatch_gate_on(struct kpatch_try *try)
+static __cold void kpatch_gate_on(struct kpatch_try *try)
 {
 	unsigned int i;
 
@@ -2961,7 +3043,7 @@ static void kpatch_gate_on(struct kpatch_try *try)
  * KPATCH_MOVE_WAIT_MS at most: whether the writer was not killed (but for
  * @must).  TASK_IDLE steps, a fatal signal looked at between them.
  */
-static bool kpatch_move_wait(struct kpatch_try *try)
+static __cold bool kpatch_move_wait(struct kpatch_try *try)
 {
 	unsigned long end = jiffies + msecs_to_jiffies(KPATCH_MOVE_WAIT_MS);
 	struct kpatch_movers *m = try->movers;
@@ -2993,7 +3075,7 @@ static bool kpatch_move_wait(struct kpatch_try *try)
  * its last statement, and kpatch_exit() waits with synchronize_rcu_tasks()
  * for a task in the instructions after that.
  */
-static void kpatch_hold_fn(struct callback_head *work)
+static __cold void kpatch_hold_fn(struct callback_head *work)
 {
 	struct kpatch_slot *s = container_of(work, struct kpatch_slot, work);
 	struct kpatch_gate *g = s->gate;
@@ -3016,7 +3098,7 @@ static void kpatch_hold_fn(struct callback_head *work)
  * The tasks @try holds go on: when it ends, or as soon as its run has
  * succeeded (no version can change under them any more).
  */
-static void kpatch_let_go(struct kpatch_try *try)
+static __cold void kpatch_let_go(struct kpatch_try *try)
 {
 	if (try->movers && try->movers->gate) {
 		WRITE_ONCE(try->movers->gate->done, true);
@@ -3025,7 +3107,7 @@ static void kpatch_let_go(struct kpatch_try *try)
 }
 
 /* @try ends: the gate off, the tasks let go, their slots after a grace period. */
-static void kpatch_movers_free(struct kpatch_try *try)
+static __cold void kpatch_movers_free(struct kpatch_try *try)
 {
 	struct kpatch_movers *m = try->movers;
 	struct kpatch_gate *g = m ? m->gate : NULL;
@@ -3048,8 +3130,9 @@ static void kpatch_movers_free(struct kpatch_try *try)
 }
 
 /* The fake signal for a task held by the gate: its work only wakes it. */
-static void kpatch_kick_fn(struct callback_head *work)
+static __cold void kpatch_kick_fn(struct callback_head *work)
 {
+	kpatch_gate_put(container_of(work, struct kpatch_slot, kick)->gate);
 	module_put(THIS_MODULE);	/* see above, on kpatch_exit() */
 }
 
@@ -3091,7 +3174,7 @@ static LIST_HEAD(kpatch_loading_list);
 static DEFINE_SPINLOCK(kpatch_loading_lock);
 
 /* Take @mod's entries off the list, and put @add on it; had it any? */
-static bool kpatch_loading_swap(struct module *mod, struct kpatch_loading *add)
+static __cold bool kpatch_loading_swap(struct module *mod, struct kpatch_loading *add)
 {
 	struct kpatch_loading *l, *tmp;
 	LIST_HEAD(gone);
@@ -3156,7 +3239,7 @@ static bool kpatch_writable(const struct module *mod, const void *p,
  * @kpmod->mod is going away; -ENOMEM; or what a pre or stop hook returned.
  * On failure nothing has changed.
  */
-int kpatch_register(struct kpatch_module *kpmod, bool replace)
+__cold int kpatch_register(struct kpatch_module *kpmod, bool replace)
 {
 	struct kpatch_loading *loading;
 	struct kpatch_patch *patch;
@@ -3217,7 +3300,7 @@ EXPORT_SYMBOL_GPL(kpatch_register);
  * Return: 0; -EINVAL if @kpmod is not enabled; -EBUSY when a function is
  * still in use after the retries; -ENOMEM.  On failure it stays enabled.
  */
-int kpatch_unregister(struct kpatch_module *kpmod)
+__cold int kpatch_unregister(struct kpatch_module *kpmod)
 {
 	struct kpatch_patch *patch;
 	int ret = -EINVAL;

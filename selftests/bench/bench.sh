@@ -8,13 +8,31 @@
 # For each kernel: build kpatch.ko, plain and hooked, its test modules and
 # kpmove (testbed.sh build), and the bench modules (kpatch_bench.ko with
 # gen-funcs.sh's generated functions, kpatch_bench_lp.ko,
-# kpatch_bench_lp_getpid.ko); then boot two guests, each with
-# guest-bench.sh as /init and nokaslr (module addresses, hence kpatch's
-# hash chains, stay the same from boot to boot):
+# kpatch_bench_lp_getpid.ko, kpatch_bench_lp_move.ko) and tools
+# (kpbench-apply, kpbench-hot, kpbench-tasks); then boot two guests, each
+# with guest-bench.sh as /init and nokaslr (module addresses, hence
+# kpatch's hash chains, stay the same from boot to boot):
 #
 #   bench  -icount shift=0,sleep=off -smp 1, so that one guest ns is one
-#          guest instruction: every measurement but the hot function's,
-#          with the plain kpatch.ko;
+#          guest instruction, with the plain kpatch.ko, and 8 GiB of
+#          memory (KPATCH_BENCH_MEM): 100,000 threads (the many tasks)
+#          take about 3 GiB of kernel memory, a kernel stack and a
+#          task_struct each; QEMU gives the guest only the pages it
+#          touches.  Every measurement but the hot function's:
+#          1. per call of a patched function: kpatch (an IPMODIFY
+#             ftrace_ops of its own), a bare IPMODIFY ftrace_ops,
+#             livepatch;
+#          2. apply and unpatch of 1, 10 and 100 functions through the
+#             control file, and the ftrace calls they make;
+#          3. the stop_machine() window against tasks and functions, and
+#             with R tasks running between the pre-walk and the callback;
+#          6. busy tasks: N readers (kpbench-tasks read) asleep in
+#             kpatch_test_move_read_old(), N = 1,000 and 10,000: one
+#             patch write with retries=0 (moving them), the unpatch, and
+#             livepatch's enable and disable of the same function;
+#          7. many tasks: N threads asleep in user space (kpbench-tasks
+#             sleep), N = 1,000 to 100,000: the same function patched and
+#             unpatched 5 times, and livepatch's enable and disable;
 #   hot    the hot function: getpid(2) patched and unpatched with kpatch
 #          and with livepatch in turn while 40 processes call it, 5 runs,
 #          with the hooked kpatch.ko, which counts its stop_machine() runs.
@@ -25,10 +43,12 @@
 #          patch rewrites every cond_resched() call site, a text_poke_bp()
 #          and its IPIs each: minutes of guest time).
 #
-# Then print markdown tables and write $KPATCH_CACHE/bench/<kver>.csv.  At
-# the end, gnuplot (gnuplot-nox, installed first if missing) draws
-# $KPATCH_CACHE/bench/window.png (stop_machine window vs tasks, and vs the
-# tasks that ran between kpatch's pre-walk and its stop_machine()).
+# Then print markdown tables and write $KPATCH_CACHE/bench/<kver>.csv, and
+# where kpatch.ko's resident size is above its target (40 KiB), what
+# fills it.  At the end, gnuplot (gnuplot-nox, installed first if missing)
+# draws $KPATCH_CACHE/bench/window.png (stop_machine window vs tasks, and
+# vs the tasks that ran between kpatch's pre-walk and its stop_machine())
+# and many.png (the many tasks: times and window against the threads).
 #
 # First, on the host: kpbench-model.c, a model of the CPU rather than a
 # measurement of the kernel (icount knows nothing of branch prediction):
@@ -39,10 +59,19 @@
 # Environment:
 #   KPATCH_CACHE          cache dir (default /var/cache/kpatch-testbed)
 #   KPATCH_BENCH_FUNCS    generated functions (default 1000)
-#   KPATCH_BENCH_TIMEOUT  seconds per guest (default 2400)
+#   KPATCH_BENCH_TIMEOUT  seconds per guest (default 7200)
+#   KPATCH_BENCH_MEM      the bench guest's memory (default 8G)
+#   KPATCH_BENCH_PARTS    the bench guest's measurements, of "calls apply
+#                         window busy many" (default all)
+#   KPATCH_BENCH_BUSY, _MANY
+#                         the busy tasks' N (default "1000 10000") and the
+#                         many tasks' ("1000 10000 50000 100000")
+#   KPATCH_BENCH_MANY_RUNS
+#                         the many tasks' runs per N (default 5)
 #   KPATCH_BENCH_ONLY     "hot": only the hot function's guest, no CPU
 #                         model and no plot (the CSV then has only its
-#                         figures and kpatch.ko's sizes)
+#                         figures and kpatch.ko's sizes); "bench": only
+#                         the bench guest
 #   KPATCH_BENCH_HOT_PROCS, _RUNS, _NICE
 #                         the hot function's callers (default 40), runs
 #                         (5) and the callers' nice (0)
@@ -59,13 +88,18 @@ TESTBED=$SRC/selftests/harness/testbed.sh
 CACHE=${KPATCH_CACHE:-/var/cache/kpatch-testbed}
 OUT=$CACHE/bench
 NFUNCS=${KPATCH_BENCH_FUNCS:-1000}
-TIMEOUT=${KPATCH_BENCH_TIMEOUT:-2400}
+TIMEOUT=${KPATCH_BENCH_TIMEOUT:-7200}
 ONLY=${KPATCH_BENCH_ONLY:-}
 HOT_PROCS=${KPATCH_BENCH_HOT_PROCS:-40}
 HOT_RUNS=${KPATCH_BENCH_HOT_RUNS:-5}
 HOT_NICE=${KPATCH_BENCH_HOT_NICE:-0}
 HOT_SMP=${KPATCH_BENCH_HOT_SMP:-1}
 HOT_ICOUNT=${KPATCH_BENCH_HOT_ICOUNT:-1}
+BENCH_MEM=${KPATCH_BENCH_MEM:-8G}
+PARTS=${KPATCH_BENCH_PARTS:-calls apply window busy many}
+BUSY_NS=${KPATCH_BENCH_BUSY:-1000 10000}
+MANY_NS=${KPATCH_BENCH_MANY:-1000 10000 50000 100000}
+MANY_RUNS=${KPATCH_BENCH_MANY_RUNS:-5}
 
 export LC_ALL=C DEBIAN_FRONTEND=noninteractive
 
@@ -93,7 +127,7 @@ build() {
 	mkdir -p "$dir/bench"
 	cp "$HERE"/Kbuild "$HERE"/*.c "$HERE"/*.h "$dir/bench/"
 	rm "$dir/bench/kpbench-apply.c" "$dir/bench/kpbench-hot.c" \
-		"$dir/bench/kpbench-model.c"
+		"$dir/bench/kpbench-model.c" "$dir/bench/kpbench-tasks.c"
 	cp "$SRC/kpatch.h" "$dir/"
 	"$HERE/gen-funcs.sh" "$NFUNCS" "$dir/bench/kpatch_bench_funcs.c"
 	log "building bench modules for $kver"
@@ -106,6 +140,7 @@ build() {
 	fi
 	gcc -static -O2 -Wall -Werror -o "$dir/kpbench-apply" "$HERE/kpbench-apply.c"
 	gcc -static -O2 -Wall -Werror -o "$dir/kpbench-hot" "$HERE/kpbench-hot.c"
+	gcc -static -O2 -Wall -Werror -o "$dir/kpbench-tasks" "$HERE/kpbench-tasks.c"
 }
 
 # make_initramfs DIR KVER NAME: DIR/NAME.gz, the initramfs of the guest
@@ -121,7 +156,6 @@ make_initramfs() {
 	ln -s busybox "$root/bin/sh"
 	mknod -m 600 "$root/dev/console" c 5 1
 	install -m 755 "$HERE/guest-bench.sh" "$root/init"
-	has_jmp "$kver" >"$root/kpatch/jmp"
 	if [[ $name == hot ]]; then
 		cp "$dir/kpatch/hooks/kpatch.ko" \
 			"$dir/kpatch/hooks/test_modules/kpatch_test_nmi.ko" \
@@ -132,19 +166,24 @@ make_initramfs() {
 			"$HOT_NICE" "$HOT_ICOUNT" >"$root/kpatch/hot.conf"
 	else
 		cp "$dir/kpatch/kpatch.ko" "$dir/bench/kpatch_bench.ko" \
-			"$dir/bench/kpatch_bench_lp.ko" "$root/kpatch/"
-		cp "$dir/kpbench-apply" "$root/bin/"
+			"$dir/bench/kpatch_bench_lp.ko" \
+			"$dir/kpatch/test_modules/kpatch_test_move.ko" \
+			"$dir/bench/kpatch_bench_lp_move.ko" "$root/kpatch/"
+		cp "$dir/kpbench-apply" "$dir/kpbench-hot" "$dir/kpbench-tasks" "$root/bin/"
+		printf 'PARTS="%s"\nBUSY_NS="%s"\nMANY_NS="%s"\nMANY_RUNS=%d\n' "$PARTS" \
+			"$BUSY_NS" "$MANY_NS" "$MANY_RUNS" >"$root/kpatch/bench.conf"
 	fi
 	(cd "$root" && find . -print0 | sort -z |
 		cpio --null -o -H newc --owner=0:0 --quiet) | gzip -6 >"$dir/$name.gz"
 }
 
-# boot KVER DIR NAME SMP ICOUNT: boot KVER with DIR/NAME.gz as its
-# initramfs on SMP vCPUs, under icount if ICOUNT is 1, else on the host's
-# clock (round-robin TCG, as testbed.sh runs its guests); the guest's
-# results in DIR/NAME.log, its console in DIR/NAME-console.log
+# boot KVER DIR NAME SMP ICOUNT MEM: boot KVER with DIR/NAME.gz as its
+# initramfs on SMP vCPUs with MEM of memory, under icount if ICOUNT is 1,
+# else on the host's clock (round-robin TCG, as testbed.sh runs its
+# guests); the guest's results in DIR/NAME.log, its console in
+# DIR/NAME-console.log
 boot() {
-	local kver=$1 dir=$2 name=$3 smp=$4 icount=$5 rc=0 start=$SECONDS
+	local kver=$1 dir=$2 name=$3 smp=$4 icount=$5 mem=$6 rc=0 start=$SECONDS
 	local log=$dir/$name.log console=$dir/$name-console.log accel
 	if ((icount)); then
 		accel=(-accel tcg -icount "shift=0,sleep=off")
@@ -152,9 +191,9 @@ boot() {
 		accel=(-accel "tcg,thread=single")
 	fi
 	rm -f "$log" "$console" "$dir/$name-qemu.log"
-	log "booting $kver, ${accel[*]}, $smp vCPU(s) (console: $console)"
+	log "booting $kver, ${accel[*]}, $smp vCPU(s), $mem (console: $console)"
 	timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
-		"${accel[@]}" -cpu max -smp "$smp" -m 1G \
+		"${accel[@]}" -cpu max -smp "$smp" -m "$mem" \
 		-nographic -monitor none -nic none -no-reboot \
 		-serial "file:$console" -serial "file:$log" \
 		-kernel "$CACHE/kernels/$kver/vmlinuz" -initrd "$dir/$name.gz" \
@@ -203,16 +242,6 @@ model() {
 	log "wrote $OUT/cpu-model.csv"
 }
 
-# has_jmp KVER: 1 if KVER's ftrace makes direct calls jmps (7.x), where
-# kpatch makes jmp sites; else 0
-has_jmp() {
-	if grep -qx 'CONFIG_DYNAMIC_FTRACE_WITH_JMP=y' "$CACHE/kernels/$1/config"; then
-		echo 1
-	else
-		echo 0
-	fi
-}
-
 # ko_resident KO: "resident code rodata data bss module", bytes of KO's
 # allocated sections by what the module loader keeps while the module is
 # loaded: all of them but .init* (freed when init returns), .modinfo and
@@ -244,6 +273,33 @@ ko_resident() {
 	echo "$((code + rodata + data + bss)) $code $rodata $data $bss $module"
 }
 
+# ko_detail KO: if KO's resident size (ko_resident) is above the target of
+# 40 KiB, what fills it: its kept sections by size, and its 10 biggest
+# functions (nm -S --size-sort)
+ko_detail() {
+	local resident name type _a _o size _e flags _
+	read -r resident _ < <(ko_resident "$1")
+	((resident > 40960)) || return 0
+	printf 'kpatch.ko is %d bytes above the target of 40,960. Its resident sections:\n\n' \
+		$((resident - 40960))
+	echo "| section | bytes |"
+	echo "|---|---:|"
+	while read -r name type _a _o size _e flags _; do
+		[[ $flags == *A* ]] || continue
+		case $name in
+		.init* | .modinfo | __versions | __version_ext_* | .note* | .gnu.linkonce.this_module) continue ;;
+		esac
+		echo "$((16#$size)) $name"
+	done < <(readelf -SW "$1" | sed -n 's/^ *\[ *[0-9]*\] //p') |
+		sort -rn | awk '$1 > 0 { printf "| %s | %d |\n", $2, $1 }'
+	printf '\nIts 10 biggest functions:\n\n| function | bytes |\n|---|---:|\n'
+	nm -S --size-sort "$1" | awk '$3 ~ /^[tT]$/' | tail -n 10 | tac |
+		while read -r _ size _ name; do
+			echo "| $name | $((16#$size)) |"
+		done
+	echo
+}
+
 # to_csv KVER DIR GUEST...: the "@@ KEY VALUE" lines of the guests' logs
 # (DIR/GUEST.log) -> CSV "kernel,metric,value"; kpatch.ko's sizes added
 to_csv() {
@@ -253,7 +309,6 @@ to_csv() {
 	read -r resident code rodata kdata kbss module < <(ko_resident "$dir/kpatch/kpatch.ko")
 	{
 		echo "kernel,metric,value"
-		echo "$kver,jmp,$(has_jmp "$kver")"
 		echo "$kver,kpatch_ko_text,$text"
 		echo "$kver,kpatch_ko_data,$data"
 		echo "$kver,kpatch_ko_bss,$bss"
@@ -297,11 +352,34 @@ report() {
 			return c ? grouped(c) " / " grouped(v[p "_" n "_ns"]) : "0"
 		}
 		function apirow(name, p) {
-			printf "| %s | %s | %s | %s | %s | %s | %s |\n", name,
+			printf "| %s | %s | %s | %s |\n", name,
 				api(p, "set_filter_ip"), api(p, "reg_ops"),
-				api(p, "unreg_ops"), api(p, "reg_direct"),
-				api(p, "unreg_direct"), api(p, "modify_direct")
+				api(p, "unreg_ops")
 		}
+		# med(KEY, N): the median of KEY_rR over the runs R = 1..N
+		# whose OK_rR (KEY with its last "_ns" or "_window" made
+		# "_ok") is 1, values below 0 left out; "" if none
+		function med(key, n, ok,	r, m, a, i, x) {
+			m = 0
+			for (r = 1; r <= n; r++) {
+				if (ok != "" && v[ok "_r" r] != 1)
+					continue
+				x = v[key "_r" r]
+				if (x == "" || x < 0)
+					continue
+				x += 0
+				for (i = m; i > 0 && a[i] > x; i--)
+					a[i + 1] = a[i]
+				a[i + 1] = x
+				m++
+			}
+			if (!m)
+				return ""
+			return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+		}
+		function ms(x) { return x == "" || x < 0 ? "-" : sprintf("%.1f", x / 1e6) }
+		function num(x) { return x == "" || x < 0 ? "-" : grouped(x) }
+		function okword(x) { return x == "" ? "-" : x == 1 ? "yes" : "no" }
 		# stats(KEY, OK, FN): "median [min-max]" of KEY_rR over the
 		# runs R whose OK_ok_rR is 1 (any run if OK is ""), but for the
 		# values below 0 (not known), each shown by FN ("ms": ns as ms);
@@ -343,10 +421,15 @@ report() {
 				stats(p "_" ns, ok, "ms"), failed(p)
 		}
 		END {
-			jmp = v["jmp"] == 1
 			printf "### %s\n\n", kver
 			if (v["calls_unpatched"] != "")
 				main_tables()
+			if (v["window_kpatch_t100_f1"] != "")
+				window_tables()
+			if (v["apply_write_f1"] != "")
+				apply_tables()
+			busy_table()
+			many_table()
 			if (v["hot_runs"] != "")
 				hot_table()
 			footprint()
@@ -392,29 +475,22 @@ report() {
 			print "|---|---:|---:|"
 			row("unpatched", "calls_unpatched")
 			row("direct call of the new function", "calls_direct_new")
-			if (jmp) {
-				row("kpatch, jmp site (direct=Y, the default)", "calls_kpatch")
-				row("kpatch, ftrace_ops site (direct=N)", "calls_kpatch_ops")
-				row("kpatch, guard (a jmp site while an update changes it, or whose new function is at an odd address)", "calls_kpatch_guard")
-			} else {
-				row("kpatch, ftrace_ops site (no jmp sites on this kernel)", "calls_kpatch")
-			}
+			row("kpatch (an IPMODIFY ftrace_ops of its own)", "calls_kpatch")
 			row("bare ftrace_ops (IPMODIFY)", "calls_ftrace_ops")
 			row("livepatch", "calls_livepatch")
-			row("kpatch, in one patch with 1,000 others (shared ftrace_ops)", "calls_kpatch_1000")
 			bare = over("calls_ftrace_ops")
-			ops = over(jmp ? "calls_kpatch_ops" : "calls_kpatch")
+			ops = over("calls_kpatch")
 			print ""
-			if (jmp)
-				printf "jmp site: %+.1f instructions per call over unpatched; target <= +3: %s\n",
-					over("calls_kpatch"), yn(over("calls_kpatch") <= 3)
 			if (bare > 0) {
 				d = 100 * (ops - bare) / bare
-				printf "ftrace_ops site: %+.1f, %.1f %% %s bare ftrace_ops (%+.1f); target within 10 %%: %s\n",
-					ops, d < 0 ? -d : d, d < 0 ? "below" : "above",
-					bare, yn(d <= 10 && d >= -10)
+				printf "kpatch %+.1f over unpatched, bare ftrace_ops %+.1f: ratio %.3f, %.1f %% %s; target within 10 %% of the bare ftrace_ops: %s\n",
+					ops, bare, ops / bare, d < 0 ? -d : d,
+					d < 0 ? "below" : "above", yn(d <= 10 && d >= -10)
 			}
-			print "\nstop_machine window (instructions in the callback) and whole kpatch_register(), vs the seed check:\n"
+			print ""
+		}
+		function window_tables() {
+			print "stop_machine window (instructions in the callback) and whole kpatch_register(), vs the seed check:\n"
 			print "| tasks | functions | kpatch window | % of seed | kpatch register | seed window |"
 			print "|---:|---:|---:|---:|---:|---:|"
 			split("100 1000 4000", ts, " ")
@@ -423,9 +499,9 @@ report() {
 				for (j = 1; j <= 3; j++) {
 					s = "_t" ts[i] "_f" fs[j]
 					w = v["window_kpatch" s]
-					printf "| %.0f | %.0f | %.0f | %s | %.0f | %.0f |\n", ts[i], fs[j],
-						w, pct(w, v["window_seed" s]),
-						v["register_kpatch" s], v["window_seed" s]
+					printf "| %.0f | %.0f | %s | %s | %s | %s |\n", ts[i], fs[j],
+						num(w), pct(w, v["window_seed" s]),
+						num(v["register_kpatch" s]), num(v["window_seed" s])
 				}
 			print "\n4000 tasks, 100 functions; R tasks woken between the pre-walk and stop_machine() (\"ran\": how many ran before the callback):\n"
 			print "| woken | ran | kpatch window | % of seed | kpatch register |"
@@ -433,42 +509,168 @@ report() {
 			split("1 10 100 1000", rs, " ")
 			for (i = 1; i <= 4; i++) {
 				r = rs[i]; w = v["window_ran_r" r]
-				printf "| %.0f | %.0f | %.0f | %s | %.0f |\n", r, v["ran_r" r], w,
-					pct(w, v["window_seed_t4000_f100"]), v["register_ran_r" r]
+				printf "| %.0f | %.0f | %s | %s | %s |\n", r, v["ran_r" r], num(w),
+					pct(w, v["window_seed_t4000_f100"]), num(v["register_ran_r" r])
 			}
-			print "\nApply and unpatch latency through the control file, idle guest (guest ns):\n"
+			print ""
+		}
+		function apply_tables() {
+			print "Apply and unpatch latency through the control file, idle guest (guest ns):\n"
 			print "| functions | apply: write() returns | patch seen active | unpatch: write() returns | old function seen again |"
 			print "|---:|---:|---:|---:|---:|"
-			for (f = 1; f <= 100; f *= 100)
-				printf "| %.0f | %.0f | %.0f | %.0f | %.0f |\n", f,
-					v["apply_write_f" f], v["apply_active_f" f],
-					v["unpatch_write_f" f], v["unpatch_active_f" f]
-			print "\nThe ftrace calls that make, move and release sites, timed by kretprobes in a second run (calls / guest ns):\n"
-			print "| update | ftrace_set_filter_ip | register_ftrace_function | unregister_ftrace_function | register_ftrace_direct | unregister_ftrace_direct | modify_ftrace_direct |"
-			print "|---|---:|---:|---:|---:|---:|---:|"
+			split("1 10 100", fl, " ")
+			for (i = 1; i <= 3; i++) {
+				f = fl[i]
+				printf "| %.0f | %s | %s | %s | %s |\n", f,
+					num(v["apply_write_f" f]), num(v["apply_active_f" f]),
+					num(v["unpatch_write_f" f]), num(v["unpatch_active_f" f])
+			}
+			print "\nThe ftrace calls that make and release sites, timed by kretprobes in a second run (calls / guest ns):\n"
+			print "| update | ftrace_set_filter_ip | register_ftrace_function | unregister_ftrace_function |"
+			print "|---|---:|---:|---:|"
 			apirow("apply, 1 function", "api_apply_f1")
 			apirow("unpatch, 1 function", "api_unpatch_f1")
 			apirow("apply, 100 functions", "api_apply_f100")
 			apirow("unpatch, 100 functions", "api_unpatch_f100")
 			apirow("kpatch_register(), 1,000 functions", "api_register_f1000")
 			apirow("kpatch_unregister(), 1,000 functions", "api_unregister_f1000")
-			c = v["api_apply_f100_modify_direct_calls"]
-			if (jmp && c > 0)
-				printf "\nSwitch cost (a jmp site onto the guard or back, one modify_ftrace_direct()): %s ns per site; in the apply of 100 functions %s of %s ns (%.0f %%).\n",
-					grouped(v["api_apply_f100_modify_direct_ns"] / c),
-					grouped(v["api_apply_f100_modify_direct_ns"]),
-					grouped(v["apply_write_f100"]),
-					100 * v["api_apply_f100_modify_direct_ns"] / v["apply_write_f100"]
 			print ""
+		}
+		# busy_table: N readers asleep in the patched function
+		function busy_table(	k, ns, n, i, c) {
+			n = 0
+			for (k in v)
+				if (k ~ /^busy_n[0-9]+$/)
+					ns[++n] = substr(k, 7) + 0
+			if (!n)
+				return
+			for (i = 2; i <= n; i++)
+				for (c = i; c > 1 && ns[c - 1] > ns[c]; c--) {
+					k = ns[c]; ns[c] = ns[c - 1]; ns[c - 1] = k
+				}
+			print "Busy tasks: N threads (kpbench-tasks read) asleep in kpatch_test_move_read_old(), each reading once; kpatch: one write(2) to the control file with retries=0, which moves them (fake signal) and runs again; then the unpatch, the readers asleep in the new function; livepatch (kpatch_bench_lp_move.ko, the same new function): insmod, or enabled=0, until its transition file reads 0 (its fake signal comes after ~15 s). Guest ms; windows guest ns (sum of the runs; the largest).\n"
+			printf "| |"
+			for (i = 1; i <= n; i++)
+				printf " N=%s |", grouped(ns[i])
+			printf "\n|---|"
+			for (i = 1; i <= n; i++)
+				printf "---:|"
+			print ""
+			busyrow("kpatch patch: write(2) ms", n, ns, "busy_kpatch_patch_ns", "ms")
+			busyrow("applied in that write", n, ns, "busy_kpatch_patch_ok", "ok")
+			busyrow("stop_machine() runs", n, ns, "busy_kpatch_patch_runs", "num")
+			busyrow("their windows, ns", n, ns, "busy_kpatch_patch_window", "win")
+			busyrow("tasks moved (kernel log)", n, ns, "busy_kpatch_patch_moved", "num")
+			busyrow("readers that read new", n, ns, "busy_kpatch_patch_new", "num")
+			busyrow("kpatch unpatch: write(2) ms", n, ns, "busy_kpatch_unpatch_ns", "ms")
+			busyrow("applied in that write", n, ns, "busy_kpatch_unpatch_ok", "ok")
+			busyrow("stop_machine() runs", n, ns, "busy_kpatch_unpatch_runs", "num")
+			busyrow("their windows, ns", n, ns, "busy_kpatch_unpatch_window", "win")
+			busyrow("tasks moved (kernel log)", n, ns, "busy_kpatch_unpatch_moved", "num")
+			busyrow("readers that read old", n, ns, "busy_kpatch_unpatch_old", "num")
+			busyrow("livepatch enable: ms", n, ns, "busy_lp_enable_ns", "ms")
+			busyrow("readers that read new", n, ns, "busy_lp_enable_new", "num")
+			busyrow("livepatch disable: ms", n, ns, "busy_lp_disable_ns", "ms")
+			busyrow("readers that read old", n, ns, "busy_lp_disable_old", "num")
+			print ""
+			for (i = 1; i <= n; i++)
+				printf "N=%s: kpatch applied the patch in its one write: %s; every reader read new: %s; patch faster than livepatch'"'"'s enable: %s; unpatch faster than its disable: %s\n",
+					grouped(ns[i]), okword(v["busy_kpatch_patch_ok_n" ns[i]]),
+					yn(v["busy_kpatch_patch_new_n" ns[i]] == ns[i]),
+					lt(v["busy_kpatch_patch_ns_n" ns[i]], v["busy_lp_enable_ns_n" ns[i]]),
+					lt(v["busy_kpatch_unpatch_ns_n" ns[i]], v["busy_lp_disable_ns_n" ns[i]])
+			print ""
+		}
+		# walked(P, K): "stacks (tasks, most of one)" checked in the probed run
+		function walked(p, k) {
+			if (v[p "_walked" k] == "")
+				return "-"
+			return grouped(v[p "_walked" k]) " (" num(v[p "_walked_tasks" k]) ", " num(v[p "_walked_most" k]) ")"
+		}
+		function lt(a, b) { return a == "" || b == "" || a < 0 || b < 0 ? "-" : yn(a + 0 <= b + 0) }
+		function busyrow(name, n, ns, key, how,	i, x) {
+			printf "| %s |", name
+			for (i = 1; i <= n; i++) {
+				x = v[key "_n" ns[i]]
+				if (how == "ms")
+					x = ms(x)
+				else if (how == "ok")
+					x = okword(x)
+				else if (how == "win")
+					x = x == "" || x < 0 ? "-" : grouped(x) "; " grouped(v[key "_max_n" ns[i]])
+				else
+					x = num(x)
+				printf " %s |", x
+			}
+			print ""
+		}
+		# many_table: N threads asleep in user space
+		function many_table(	k, ns, n, i, c, r, p, u, w, wu, e, d, last, fails) {
+			n = 0
+			for (k in v)
+				if (k ~ /^many_n[0-9]+$/)
+					ns[++n] = substr(k, 7) + 0
+			if (!n)
+				return
+			for (i = 2; i <= n; i++)
+				for (c = i; c > 1 && ns[c - 1] > ns[c]; c--) {
+					k = ns[c]; ns[c] = ns[c - 1]; ns[c - 1] = k
+				}
+			r = v["many_runs"]
+			printf "Many tasks: N threads (kpbench-tasks sleep) asleep in user space (futex), kpatch_test_move_read_old() patched and unpatched %d time%s through the control file, then enabled and disabled by livepatch; medians, guest ms (the window: guest ns, summed over the write'"'"'s stop_machine() runs).\n\n", r, r == 1 ? "" : "s"
+			print "| threads | tasks | kpatch patch | kpatch unpatch | window: patch / unpatch (ns) | stop_machine() runs: patch / unpatch | stacks the callback checked: patch / unpatch | livepatch enable | livepatch disable |"
+			print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+			for (i = 1; i <= n; i++) {
+				k = "_n" ns[i]
+				p = med("many_kpatch_patch_ns" k, r, "many_kpatch_patch_ok" k)
+				u = med("many_kpatch_unpatch_ns" k, r, "many_kpatch_unpatch_ok" k)
+				w = med("many_kpatch_patch_window" k, r, "many_kpatch_patch_ok" k)
+				wu = med("many_kpatch_unpatch_window" k, r, "many_kpatch_unpatch_ok" k)
+				e = med("many_lp_enable_ns" k, r, "many_lp_enable_ok" k)
+				d = med("many_lp_disable_ns" k, r, "many_lp_disable_ok" k)
+				printf "| %s | %s | %s | %s | %s / %s | %s / %s | %s / %s | %s | %s |\n",
+					grouped(ns[i]), num(v["many_tasks" k]), ms(p), ms(u),
+					num(w), num(wu),
+					num(med("many_kpatch_patch_runs" k, r, "many_kpatch_patch_ok" k)),
+					num(med("many_kpatch_unpatch_runs" k, r, "many_kpatch_unpatch_ok" k)),
+					walked("many_probed_patch", k),
+					walked("many_probed_unpatch", k),
+					ms(e), ms(d)
+				if (ns[i] == 100000)
+					last = k
+				for (c = 1; c <= r; c++)
+					fails += (v["many_kpatch_patch_ok" k "_r" c] != 1) + \
+						 (v["many_kpatch_unpatch_ok" k "_r" c] != 1)
+			}
+			print "\nStacks the callback checked: in one more patch and unpatch, untimed, counted by a kprobe on kpatch_check_task() (current, init_task, the tasks the pre-walk recorded, each time one was recorded): stacks (distinct tasks, the most stacks of one task).\n"
+			printf "kpatch writes that failed: %d\n", fails
+			if (last == "") {
+				print "no figures at 100,000 threads: no targets\n"
+				return
+			}
+			w = med("many_kpatch_patch_window" last, r, "many_kpatch_patch_ok" last)
+			wu = med("many_kpatch_unpatch_window" last, r, "many_kpatch_unpatch_ok" last)
+			if (wu > w)
+				w = wu
+			printf "targets at 100,000 threads: window at most 200 us (%s ns): %s; patch at most livepatch'"'"'s enable (%s / %s ms): %s; unpatch at most livepatch'"'"'s disable (%s / %s ms): %s\n\n",
+				num(w), w == "" ? "-" : yn(w <= 200000),
+				ms(med("many_kpatch_patch_ns" last, r, "many_kpatch_patch_ok" last)),
+				ms(med("many_lp_enable_ns" last, r, "many_lp_enable_ok" last)),
+				lt(med("many_kpatch_patch_ns" last, r, "many_kpatch_patch_ok" last),
+				   med("many_lp_enable_ns" last, r, "many_lp_enable_ok" last)),
+				ms(med("many_kpatch_unpatch_ns" last, r, "many_kpatch_unpatch_ok" last)),
+				ms(med("many_lp_disable_ns" last, r, "many_lp_disable_ok" last)),
+				lt(med("many_kpatch_unpatch_ns" last, r, "many_kpatch_unpatch_ok" last),
+				   med("many_lp_disable_ns" last, r, "many_lp_disable_ok" last))
 		}
 		function footprint() {
 			print "Footprint:\n"
 			printf "kpatch.ko resident, no patch: %s\n\n", kib(v["kpatch_ko_resident"])
-			printf "That is what the loader keeps of kpatch.ko, its allocated sections but .init*, .modinfo, symbol versions, .note* and struct module: code %s, read-only data %s, data %s, bss %s; target <= 36 KiB: %s. With struct module (%s bytes, its section .gnu.linkonce.this_module): %s.",
+			printf "That is what the loader keeps of kpatch.ko, its allocated sections but .init*, .modinfo, symbol versions, .note* and struct module: code %s, read-only data %s, data %s, bss %s; target <= 40 KiB (40,960 bytes): %s. With struct module (%s bytes, its section .gnu.linkonce.this_module): %s.",
 				grouped(v["kpatch_ko_code"]),
 				grouped(v["kpatch_ko_rodata"]), grouped(v["kpatch_ko_rwdata"]),
 				grouped(v["kpatch_ko_rwbss"]),
-				yn(v["kpatch_ko_resident"] <= 36864),
+				yn(v["kpatch_ko_resident"] <= 40960),
 				grouped(v["kpatch_ko_module"]),
 				kib(v["kpatch_ko_resident"] + v["kpatch_ko_module"])
 			if (v["kpatch_modules_size"] != "")
@@ -476,17 +678,17 @@ report() {
 					grouped(v["kpatch_modules_size"])
 			print ""
 			if (v["mem_f1000_kib"] != "")
-				printf "Memory per patched function (Slab, VmallocUsed and Percpu of /proc/meminfo, while 1,000 are patched): %s bytes%s\n",
-					grouped(v["mem_f1000_kib"] * 1024 / 1000),
-					jmp ? sprintf(" on jmp sites, %s on ftrace_ops sites (direct=N)",
-						      grouped(v["mem_ops_f1000_kib"] * 1024 / 1000)) : ""
+				printf "Memory per patched function (Slab, VmallocUsed and Percpu of /proc/meminfo, while 1,000 are patched): %s bytes\n",
+					grouped(v["mem_f1000_kib"] * 1024 / 1000)
 			print ""
 		}' "$OUT/$1.csv"
 }
 
+# plot KVER...: window.png (the kernels with its figures), then many.png
 plot() {
 	local kver dat ran plots=() rans=() i=0
 	for kver in "$@"; do
+		grep -q ',window_kpatch_t100_f1,' "$OUT/$kver.csv" || continue
 		ran=$OUT/$kver.ran.dat
 		awk -F, '
 			NR > 1 { v[$2] = $3 }
@@ -521,9 +723,62 @@ plot() {
 		plots+=("$dat" "$kver")
 		i=$((i + 1))
 	done
-	gnuplot -e "ndata=$i" -e "files='${plots[*]}'" -e "ranfiles='${rans[*]}'" \
-		-e "out='$OUT/window.png'" "$HERE/window.gp"
-	log "wrote $OUT/window.png"
+	if ((i)); then
+		gnuplot -e "ndata=$i" -e "files='${plots[*]}'" -e "ranfiles='${rans[*]}'" \
+			-e "out='$OUT/window.png'" "$HERE/window.gp"
+		log "wrote $OUT/window.png"
+	fi
+	plot_many "$@"
+}
+
+# plot_many KVER...: many.png, an update at many tasks (the kernels with
+# its figures)
+plot_many() {
+	local kver dat plots=() i=0
+	for kver in "$@"; do
+		grep -q ',many_n[0-9]*,' "$OUT/$kver.csv" || continue
+		dat=$OUT/$kver.many.dat
+		awk -F, '
+			NR > 1 { v[$2] = $3 }
+			function med(key, ok,	r, m, a, i, x) {
+				m = 0
+				for (r = 1; r <= v["many_runs"]; r++) {
+					x = v[key "_r" r]
+					if (v[ok "_r" r] != 1 || x == "" || x < 0)
+						continue
+					x += 0
+					for (i = m; i > 0 && a[i] > x; i--)
+						a[i + 1] = a[i]
+					a[i + 1] = x
+					m++
+				}
+				if (!m)
+					return "NaN"
+				return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+			}
+			function div(x, d) { return x == "NaN" ? x : x / d }
+			END {
+				print "# threads kpatch_patch_ms kpatch_unpatch_ms lp_enable_ms lp_disable_ms window_patch_us window_unpatch_us"
+				n = split("1000 10000 50000 100000", ns, " ")
+				for (i = 1; i <= n; i++) {
+					k = "_n" ns[i]
+					if (v["many" k] == "")
+						continue
+					print ns[i], div(med("many_kpatch_patch_ns" k, "many_kpatch_patch_ok" k), 1e6),
+						div(med("many_kpatch_unpatch_ns" k, "many_kpatch_unpatch_ok" k), 1e6),
+						div(med("many_lp_enable_ns" k, "many_lp_enable_ok" k), 1e6),
+						div(med("many_lp_disable_ns" k, "many_lp_disable_ok" k), 1e6),
+						div(med("many_kpatch_patch_window" k, "many_kpatch_patch_ok" k), 1e3),
+						div(med("many_kpatch_unpatch_window" k, "many_kpatch_unpatch_ok" k), 1e3)
+				}
+			}' "$OUT/$kver.csv" >"$dat"
+		plots+=("$dat" "$kver")
+		i=$((i + 1))
+	done
+	((i)) || return 0
+	gnuplot -e "ndata=$i" -e "files='${plots[*]}'" -e "out='$OUT/many.png'" \
+		"$HERE/many.gp"
+	log "wrote $OUT/many.png"
 }
 
 # guests KVER: the guests to boot for KVER, "bench" and "hot"; on the
@@ -532,6 +787,8 @@ guests() {
 	if [[ $ONLY == hot ]] ||
 		grep -qx 'CONFIG_PREEMPT_RT=y' "$CACHE/kernels/$1/config" 2>/dev/null; then
 		echo hot
+	elif [[ $ONLY == bench ]]; then
+		echo bench
 	else
 		echo bench hot
 	fi
@@ -544,8 +801,8 @@ main() {
 		mapfile -t kernels <"$CACHE/kernels.list"
 	fi
 	case $ONLY in
-	"" | hot) ;;
-	*) die "KPATCH_BENCH_ONLY=$ONLY: only \"hot\" is known" ;;
+	"" | hot | bench) ;;
+	*) die "KPATCH_BENCH_ONLY=$ONLY: only \"hot\" and \"bench\" are known" ;;
 	esac
 	# Not the debug kernel (testbed.sh's is_debug_kernel): its checkers
 	# would be all the figures measure.
@@ -577,13 +834,14 @@ main() {
 		for guest in "${gs[@]}"; do
 			make_initramfs "$dir" "$kver" "$guest"
 			if [[ $guest == hot ]]; then
-				boot "$kver" "$dir" hot "$HOT_SMP" "$HOT_ICOUNT"
+				boot "$kver" "$dir" hot "$HOT_SMP" "$HOT_ICOUNT" 1G
 			else
-				boot "$kver" "$dir" bench 1 1
+				boot "$kver" "$dir" bench 1 1 "$BENCH_MEM"
 			fi
 		done
 		to_csv "$kver" "$dir" "${gs[@]}"
 		report "$kver"
+		ko_detail "$dir/kpatch/kpatch.ko"
 		log "wrote $OUT/$kver.csv"
 	done
 	if ((${#benched[@]})); then

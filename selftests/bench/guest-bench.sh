@@ -29,14 +29,10 @@ P=/sys/module/kpatch_bench/parameters
 CTL=/sys/kernel/debug/kpatch/control
 PATCHES=/sys/kernel/debug/kpatch/patches
 LP=/sys/kernel/livepatch/kpatch_bench_lp
-DIRECT=/sys/module/kpatch/parameters/direct
 T=/sys/kernel/debug/tracing
 EF=$T/enabled_functions
-# 1 where the kernel has ftrace's JMP direct calls (bench.sh reads its
-# config): kpatch makes jmp sites there
-JMP=$(cat $K/jmp)
 # what "bench api" prints, in kpatch_bench_api_names[]'s order
-API="set_filter_ip reg_ops unreg_ops reg_direct unreg_direct modify_direct"
+API="set_filter_ip reg_ops unreg_ops"
 
 say() { echo "@@ $*"; }
 fail() { echo "@@ error $*"; }
@@ -78,16 +74,17 @@ MOVE=/sys/module/kpatch_test_move/parameters
 HLPNAME=kpatch_bench_lp_getpid
 HLP=/sys/kernel/livepatch/$HLPNAME
 
-# released FUNC: no ftrace_ops or direct call is on FUNC any more (kpatch
-# releases a site of 7.x's from a work item, which a read of its patches
-# file runs first); livepatch cannot take a function that kpatch holds
+# released FUNC: no ftrace_ops is on FUNC any more (kpatch releases a
+# site in the write that leaves it no entry; the read of its patches file
+# is a barrier on its mutex); livepatch cannot take a function that
+# kpatch holds
 released() {
-	n=0
-	while [ $n -lt 100 ]; do
+	w=0
+	while [ $w -lt 100 ]; do
 		cat "$PATCHES" >/dev/null || fail "cat $PATCHES"
 		grep -q "^$1 " "$EF" || return 0
 		sleep 0.1
-		n=$((n + 1))
+		w=$((w + 1))
 	done
 	fail "$1 still in $EF: $(grep -A1 "^$1 " "$EF" | tr '\n\t' '  ')"
 }
@@ -257,15 +254,14 @@ bench() {
 	fi
 }
 
-# settled: wait for what the last command decided to be in
-# enabled_functions: a jmp site becomes a jmp from a work item after the
-# command returns, and a read of kpatch's patches file runs it first
+# settled: kpatch's mutex taken and dropped (a read of its patches file),
+# so that enabled_functions shows what the last command left
 settled() {
 	cat "$PATCHES" >/dev/null || fail "cat $PATCHES"
 }
 
 # path_is TEXT WHAT: kpatch_bench_old's enabled_functions entry (its line
-# and the next, where ftrace prints "direct-->...") contains TEXT
+# and the next, where ftrace prints what follows it) contains TEXT
 path_is() {
 	settled
 	grep -A1 '^kpatch_bench_old[ 	]' "$EF" | grep -qF -- "$1" ||
@@ -321,7 +317,86 @@ cmdline() {
 		}' /proc/kallsyms
 }
 
-echo "# guest kernel $(uname -r), $(nproc) cpu(s)"
+# part NAME: NAME is among the parts to measure (PARTS of bench.conf)
+part() {
+	case " $PARTS " in
+	*" $1 "*) return 0 ;;
+	esac
+	return 1
+}
+
+# cb: the stop_machine() runs since the last "bench cb", the sum and the
+# largest of their windows, and (with "bench walks 1") the stacks they
+# checked, of how many tasks, how many times the one checked most:
+# ${cb_prefix}_runs, _window, _window_max, _walked, _walked_tasks,
+# _walked_most, each with $cb_suffix
+cb() {
+	# shellcheck disable=SC2046
+	set -- $(bench cb)
+	say "${cb_prefix}_runs$cb_suffix" "$1"
+	say "${cb_prefix}_window$cb_suffix" "$2"
+	say "${cb_prefix}_window_max$cb_suffix" "$3"
+	[ "$4" -lt 0 ] || say "${cb_prefix}_walked$cb_suffix" "$4"
+	[ "$5" -lt 0 ] || say "${cb_prefix}_walked_tasks$cb_suffix" "$5"
+	[ "$6" -lt 0 ] || say "${cb_prefix}_walked_most$cb_suffix" "$6"
+	[ "$6" -lt 0 ] || echo "# ${cb_prefix}$cb_suffix: the task checked most often: $7"
+}
+
+# kp_write NAME CMD: CMD written to the control file in one write(2), its
+# stop_machine() runs counted (a "bench cb" just before): NAME_ok,
+# NAME_ns, NAME_runs, NAME_window, NAME_window_max, each with $suffix
+kp_write() {
+	bench cb >/dev/null
+	# shellcheck disable=SC2046
+	set -- "$1" $(kpbench-hot write $CTL "$2")
+	if [ "$2" = OK ]; then
+		say "$1_ok$suffix" 1
+	else
+		say "$1_ok$suffix" 0
+		echo "# $1$suffix: $2"
+	fi
+	say "$1_ns$suffix" "$3"
+	cb_prefix=$1
+	cb_suffix=$suffix
+	cb
+	[ "$2" = OK ]
+}
+
+# lp_switch NAME ARG...: kpbench-hot ARG... (a livepatch enable or
+# disable, until its transition file reads 0): NAME_ok, NAME_ns
+lp_switch() {
+	what=$1
+	shift
+	# shellcheck disable=SC2046
+	set -- $(kpbench-hot "$@")
+	if [ "$1" = OK ]; then
+		say "${what}_ok$suffix" 1
+		say "${what}_ns$suffix" "$2"
+	else
+		say "${what}_ok$suffix" 0
+		say "${what}_ns$suffix" -1
+		echo "# $what$suffix: $*"
+	fi
+}
+
+# lp_gone NAME: rmmod the livepatch module NAME, once its patch is freed
+lp_gone() {
+	w=0
+	while [ -d "/sys/module/$1" ] && ! rmmod "$1" 2>/dev/null; do
+		[ $w -lt 300 ] || { fail "rmmod $1"; return; }
+		sleep 0.1
+		w=$((w + 1))
+	done
+}
+
+PARTS="calls apply window busy many"
+BUSY_NS="1000 10000"
+MANY_NS="1000 10000 50000 100000"
+MANY_RUNS=5
+# shellcheck source=/dev/null
+[ ! -e $K/bench.conf ] || . $K/bench.conf
+
+echo "# guest kernel $(uname -r), $(nproc) cpu(s), $(awk '$1 == "MemTotal:" { print $2 }' /proc/meminfo) KiB, parts: $PARTS"
 insmod $K/kpatch.ko || fail "insmod kpatch.ko"
 # the loader's count of kpatch.ko, no patch loaded
 say kpatch_modules_size "$(awk '$1 == "kpatch" { print $2 }' /proc/modules)"
@@ -332,149 +407,266 @@ insmod $K/kpatch_bench.ko || fail "insmod kpatch_bench.ko"
 set -- $(bench info)
 say sizeof_kpatch_func "$1"
 say generated_funcs "$2"
+suffix=
 
-# 1. per-call cost, in thousandths of an instruction
-value_is 2 unpatched
-say calls_unpatched "$(bench calls old)"
-say calls_direct_new "$(bench calls new)"
+# 1. per-call cost, in thousandths of an instruction: kpatch (its own
+# IPMODIFY ftrace_ops), a bare IPMODIFY ftrace_ops, livepatch
+if part calls; then
+	value_is 2 unpatched
+	say calls_unpatched "$(bench calls old)"
+	say calls_direct_new "$(bench calls new)"
 
-# kpatch's two kinds of site: with direct=Y (the default), a jmp site
-# where the kernel has JMP direct calls, else an ftrace_ops site; with
-# direct=N an ftrace_ops site everywhere
-bench kpatch 1 >/dev/null
-value_is 3 kpatch
-ef_line "kpatch, direct=Y"
-if [ "$JMP" = 1 ]; then
-	path_is 'direct(jmp)-->kpatch_bench_new' "kpatch, direct=Y"
-else
-	path_is kpatch_ftrace_handler "kpatch, direct=Y"
+	bench kpatch 1 >/dev/null
+	value_is 3 kpatch
+	ef_line kpatch
+	path_is kpatch_ftrace_handler kpatch
+	say calls_kpatch "$(bench calls old)"
+	bench kpatch 0 >/dev/null
+
+	bench ftrace 1 >/dev/null
+	value_is 3 ftrace_ops
+	say calls_ftrace_ops "$(bench calls old)"
+	bench ftrace 0 >/dev/null
+
+	if insmod $K/kpatch_bench_lp.ko; then
+		lp_wait
+		value_is 3 livepatch
+		say calls_livepatch "$(bench calls old)"
+		echo 0 >"$LP/enabled"
+		lp_wait
+		sleep 1
+		rmmod kpatch_bench_lp || fail "rmmod kpatch_bench_lp"
+	else
+		fail "insmod kpatch_bench_lp.ko"
+	fi
+	value_is 2 "after livepatch"
 fi
-say calls_kpatch "$(bench calls old)"
-bench kpatch 0 >/dev/null
 
-echo N >"$DIRECT" || fail "echo N > $DIRECT"
-bench kpatch 1 >/dev/null
-echo Y >"$DIRECT" || fail "echo Y > $DIRECT"
-value_is 3 "kpatch, direct=N"
-ef_line "kpatch, direct=N"
-path_is kpatch_ftrace_handler "kpatch, direct=N"
-say calls_kpatch_ops "$(bench calls old)"
-bench kpatch 0 >/dev/null
+# 2. apply and unpatch latency through the control file
+if part apply; then
+	for f in 1 10 100; do
+		cmdline "apply$f" "$f" >/tmp/cmd
+		echo "unpatch apply$f" >/tmp/uncmd
+		# shellcheck disable=SC2046
+		set -- $(kpbench-apply "$CTL" /tmp/cmd "$P/value" 3 || echo -1 -1)
+		say apply_write_f$f "$1"
+		say apply_active_f$f "$2"
+		# shellcheck disable=SC2046
+		set -- $(kpbench-apply "$CTL" /tmp/uncmd "$P/value" 2 || echo -1 -1)
+		say unpatch_write_f$f "$1"
+		say unpatch_active_f$f "$2"
+	done
 
-# a new function at an odd address: a jmp site stays on kpatch's guard,
-# the path of every jmp site while an update changes it
-bench odd 1 >/dev/null
-value_is 3 "kpatch, odd new function"
-ef_line "kpatch, odd new function"
-if [ "$JMP" = 1 ]; then
-	path_is 'direct-->kpatch_guard' "kpatch, odd new function"
-else
-	path_is kpatch_ftrace_handler "kpatch, odd new function"
-fi
-say calls_kpatch_guard "$(bench calls old)"
-bench odd 0 >/dev/null
-
-bench ftrace 1 >/dev/null
-value_is 3 ftrace_ops
-say calls_ftrace_ops "$(bench calls old)"
-bench ftrace 0 >/dev/null
-
-if insmod $K/kpatch_bench_lp.ko; then
-	lp_wait
-	value_is 3 livepatch
-	say calls_livepatch "$(bench calls old)"
-	echo 0 >"$LP/enabled"
-	lp_wait
+	# the same again, with kretprobes timing the ftrace calls that make
+	# and release the sites (these latencies include the probes' cost)
+	bench probes 1 >/dev/null
 	sleep 1
-	rmmod kpatch_bench_lp || fail "rmmod kpatch_bench_lp"
-else
-	fail "insmod kpatch_bench_lp.ko"
-fi
-value_is 2 "after livepatch"
+	bench api >/dev/null
+	for f in 1 100; do
+		cmdline "apply$f" "$f" >/tmp/cmd
+		echo "unpatch apply$f" >/tmp/uncmd
+		kpbench-apply "$CTL" /tmp/cmd "$P/value" 3 >/dev/null || fail "apply$f"
+		say_api api_apply_f$f
+		kpbench-apply "$CTL" /tmp/uncmd "$P/value" 2 >/dev/null || fail "unpatch apply$f"
+		say_api api_unpatch_f$f
+	done
+	bench hold 1000 >/dev/null
+	say_api api_register_f1000
+	bench hold 0 >/dev/null
+	say_api api_unregister_f1000
+	bench probes 0 >/dev/null
 
-# in one patch with 1,000 other functions: all on the shared ftrace_ops
-bench pressure 1 >/dev/null
-value_is 3 pressure
-path_is kpatch_fops_handler pressure
-say calls_kpatch_1000 "$(bench calls old)"
-bench pressure 0 >/dev/null
-
-# 4. apply and unpatch latency through the control file
-for f in 1 100; do
-	cmdline "apply$f" "$f" >/tmp/cmd
-	echo "unpatch apply$f" >/tmp/uncmd
-	# shellcheck disable=SC2046
-	set -- $(kpbench-apply "$CTL" /tmp/cmd "$P/value" 3 || echo -1 -1)
-	say apply_write_f$f "$1"
-	say apply_active_f$f "$2"
-	# shellcheck disable=SC2046
-	set -- $(kpbench-apply "$CTL" /tmp/uncmd "$P/value" 2 || echo -1 -1)
-	say unpatch_write_f$f "$1"
-	say unpatch_active_f$f "$2"
-done
-
-# the same again, with kretprobes timing the ftrace calls that make,
-# move and release the sites (these latencies include the probes' cost)
-bench probes 1 >/dev/null
-sleep 1
-bench api >/dev/null
-for f in 1 100; do
-	cmdline "apply$f" "$f" >/tmp/cmd
-	echo "unpatch apply$f" >/tmp/uncmd
-	kpbench-apply "$CTL" /tmp/cmd "$P/value" 3 >/dev/null || fail "apply$f"
-	say_api api_apply_f$f
-	kpbench-apply "$CTL" /tmp/uncmd "$P/value" 2 >/dev/null || fail "unpatch apply$f"
-	say_api api_unpatch_f$f
-done
-bench hold 1000 >/dev/null
-say_api api_register_f1000
-bench hold 0 >/dev/null
-say_api api_unregister_f1000
-bench probes 0 >/dev/null
-
-# memory per patched function: mem_held before and while 1,000 are patched
-# (with direct=Y, and where that makes jmp sites, with direct=N too)
-sleep 1
-m=$(mem_held)
-bench hold 1000 >/dev/null
-sleep 1
-say mem_f1000_kib $(($(mem_held) - m))
-bench hold 0 >/dev/null
-if [ "$JMP" = 1 ]; then
-	echo N >"$DIRECT" || fail "echo N > $DIRECT"
+	# memory per patched function: mem_held before and while 1,000 are
+	# patched
 	sleep 1
 	m=$(mem_held)
 	bench hold 1000 >/dev/null
 	sleep 1
-	say mem_ops_f1000_kib $(($(mem_held) - m))
+	say mem_f1000_kib $(($(mem_held) - m))
 	bench hold 0 >/dev/null
-	echo Y >"$DIRECT" || fail "echo Y > $DIRECT"
 fi
 
-# 2. stop_machine window, kpatch and the seed's check
-for t in 100 1000 4000; do
-	bench tasks $t >/dev/null
-	for f in 1 100 1000; do
-		# shellcheck disable=SC2046
-		set -- $(bench window $f)
-		say window_kpatch_t${t}_f$f "$1"
-		say register_kpatch_t${t}_f$f "$2"
-		say window_seed_t${t}_f$f "$(bench seed $f)"
+# 3. stop_machine window, kpatch and the seed's check; then with 4000
+# tasks and 100 functions, when R of the tasks run between kpatch's
+# pre-walk and its stop_machine(): "ran" is how many did
+if part window; then
+	for t in 100 1000 4000; do
+		bench tasks $t >/dev/null
+		for f in 1 100 1000; do
+			# shellcheck disable=SC2046
+			set -- $(bench window $f)
+			say window_kpatch_t${t}_f$f "$1"
+			say register_kpatch_t${t}_f$f "$2"
+			say window_seed_t${t}_f$f "$(bench seed $f)"
+		done
 	done
-done
+	for r in 1 10 100 1000; do
+		bench ran $r >/dev/null
+		# shellcheck disable=SC2046
+		set -- $(bench window 100)
+		say window_ran_r$r "$1"
+		say register_ran_r$r "$2"
+		say ran_r$r "$3"
+	done
+	bench ran 0 >/dev/null
+	bench tasks 0 >/dev/null
+fi
 
-# 3. the same with 4000 tasks and 100 functions, when R of the tasks run
-# between kpatch's pre-walk and its stop_machine(); "ran" is how many did
-for r in 1 10 100 1000; do
-	bench ran $r >/dev/null
+# 6 and 7: kpatch_test_move's read, kpatch_test_move_read_old() (its
+# replacement _new), patched by kpatch through the control file and by
+# livepatch (kpatch_bench_lp_move.ko, the same new function)
+MV=/sys/module/kpatch_test_move/parameters
+MVREAD=/sys/kernel/debug/kpatch_test_move/read
+LPM=kpatch_bench_lp_move
+LPMDIR=/sys/kernel/livepatch/$LPM
+KPRET=/sys/module/kpatch/parameters/retries
+if part busy || part many; then
+	insmod $K/kpatch_test_move.ko || fail "insmod kpatch_test_move.ko"
+	mold=$(sym kpatch_test_move_read_old)
+	mnew=$(sym kpatch_test_move_read_new)
+	if [ -z "$mold" ] || [ -z "$mnew" ]; then
+		fail "no kpatch_test_move_read_old ($mold) or _new ($mnew)"
+	fi
+	# for 100,000 threads: pids and threads enough
+	echo 4194304 >/proc/sys/kernel/pid_max
+	echo 1000000 >/proc/sys/kernel/threads-max
+fi
+
+# readers_start N: N kpbench-tasks readers asleep in the read ("hold" 1)
+readers_start() {
+	echo 1 >$MV/hold
+	rm -f /tmp/readers.out
+	kpbench-tasks read $MVREAD "$1" >/tmp/readers.out 2>&1 &
+	readers=$!
+	w=0
+	until [ "$(cat $MV/sleeping)" -ge "$1" ]; do
+		if ! kill -0 $readers 2>/dev/null || [ $w -ge 6000 ]; then
+			fail "readers: $(cat $MV/sleeping) of $1 asleep: $(cat /tmp/readers.out)"
+			return 1
+		fi
+		sleep 0.1
+		w=$((w + 1))
+	done
+}
+
+# readers_end NAME: let the readers go ("hold" 0); NAME_new, NAME_old,
+# NAME_error: what they read
+readers_end() {
+	what=$1
+	echo 0 >$MV/hold
+	wait $readers
 	# shellcheck disable=SC2046
-	set -- $(bench window 100)
-	say window_ran_r$r "$1"
-	say register_ran_r$r "$2"
-	say ran_r$r "$3"
-done
-bench ran 0 >/dev/null
-bench tasks 0 >/dev/null
+	set -- $(sed -n 's/^new=\([0-9]*\) old=\([0-9]*\) error=\([0-9]*\)$/\1 \2 \3/p' /tmp/readers.out)
+	if [ $# -ne 3 ]; then
+		fail "readers: $(cat /tmp/readers.out)"
+		return
+	fi
+	say "${what}_new$suffix" "$1"
+	say "${what}_old$suffix" "$2"
+	say "${what}_error$suffix" "$3"
+}
+
+# moved: the tasks kpatch says it moved, from the kernel log since the last
+moved() {
+	dmesg -c | sed -n 's/.* busy: moving \([0-9]*\) tasks\{0,1\} out of the way.*/\1/p' |
+		awk '{ n += $1 } END { print n + 0 }'
+}
+
+# 6. busy tasks: N readers asleep in the patched function; one patch
+# write with retries=0, then one unpatch (the readers asleep in the new
+# function); then livepatch's enable and disable, each until its
+# transition reads 0 (livepatch sends its fake signal after ~15 s)
+if part busy; then
+	echo 0 >$KPRET
+	for nt in $BUSY_NS; do
+		suffix=_n$nt
+		say "busy_n$nt" 1
+		dmesg -c >/dev/null
+		readers_start "$nt" || continue
+		if kp_write busy_kpatch_patch "patch busy$nt $mold $mnew"; then
+			say "busy_kpatch_patch_moved$suffix" "$(moved)"
+			readers_end busy_kpatch_patch
+			readers_start "$nt" || continue
+			kp_write busy_kpatch_unpatch "unpatch busy$nt"
+			say "busy_kpatch_unpatch_moved$suffix" "$(moved)"
+			readers_end busy_kpatch_unpatch
+			if grep -q "^busy$nt" $PATCHES; then
+				echo "unpatch busy$nt" >$CTL ||
+					fail "unpatch busy$nt"
+			fi
+		else
+			say "busy_kpatch_patch_moved$suffix" "$(moved)"
+			dmesg | tail -n 5 | sed 's/^/# /'
+			readers_end busy_kpatch_patch
+		fi
+		released kpatch_test_move_read_old
+		readers_start "$nt" || continue
+		lp_switch busy_lp_enable enable $K/$LPM.ko $LPMDIR "new_addr=0x$mnew"
+		readers_end busy_lp_enable
+		if [ -d $LPMDIR ]; then
+			readers_start "$nt" || continue
+			lp_switch busy_lp_disable disable $LPMDIR
+			readers_end busy_lp_disable
+		fi
+		lp_gone $LPM
+	done
+	echo 3 >$KPRET
+	suffix=
+fi
+
+# 7. many tasks: N threads asleep in user space (futex), the read's
+# function patched and unpatched MANY_RUNS times by kpatch, then enabled
+# and disabled by livepatch
+if part many; then
+	say many_runs "$MANY_RUNS"
+	for nt in $MANY_NS; do
+		# not a stale "ready": the shell of the & truncates it later
+		rm -f /tmp/sleepers.out
+		kpbench-tasks sleep "$nt" >/tmp/sleepers.out 2>&1 &
+		sleepers=$!
+		i=0
+		until grep -q '^ready' /tmp/sleepers.out; do
+			if ! kill -0 $sleepers 2>/dev/null || [ $i -ge 36000 ]; then
+				fail "sleepers $nt: $(cat /tmp/sleepers.out)"
+				break
+			fi
+			sleep 0.1
+			i=$((i + 1))
+		done
+		if ! grep -q '^ready' /tmp/sleepers.out; then
+			kill -9 $sleepers 2>/dev/null
+			wait $sleepers 2>/dev/null
+			continue
+		fi
+		say "many_n$nt" 1
+		say "many_tasks_n$nt" "$(awk '{ split($4, a, "/"); print a[2] }' /proc/loadavg)"
+		say "many_memfree_kib_n$nt" "$(awk '$1 == "MemAvailable:" { print $2 }' /proc/meminfo)"
+		run=1
+		while [ $run -le "$MANY_RUNS" ]; do
+			suffix=_n${nt}_r$run
+			kp_write many_kpatch_patch "patch many$run $mold $mnew" &&
+				kp_write many_kpatch_unpatch "unpatch many$run"
+			released kpatch_test_move_read_old
+			lp_switch many_lp_enable enable $K/$LPM.ko $LPMDIR "new_addr=0x$mnew"
+			if [ -d $LPMDIR ]; then
+				lp_switch many_lp_disable disable $LPMDIR
+			fi
+			lp_gone $LPM
+			run=$((run + 1))
+		done
+		# one more patch and unpatch, untimed: the stacks the callback
+		# checked, counted by a kprobe (its cost in the windows)
+		suffix=_n$nt
+		bench walks 1 >/dev/null
+		kp_write many_probed_patch "patch manyp $mold $mnew" &&
+			kp_write many_probed_unpatch "unpatch manyp"
+		bench walks 0 >/dev/null
+		suffix=
+		kill -9 $sleepers
+		wait $sleepers 2>/dev/null
+		echo "# $nt sleepers: $(dmesg -c | grep -cE 'kpatch|livepatch') kernel messages"
+	done
+fi
 
 rmmod kpatch_bench || fail "rmmod kpatch_bench"
 finish

@@ -14,13 +14,8 @@
  *                   in thousandths ("9000" is 9.000 instructions per call).
  *                   The overhead of a redirect is its row minus the
  *                   unpatched row.
- *   kpatch 1|0      redirect kpatch_bench_old with kpatch_register()
- *   odd 1|0         the same, to kpatch_bench_odd(), a new function at an
- *                   odd address: on kernels with jmp sites kpatch keeps
- *                   such a site on its guard (the path of every jmp site
- *                   while an update changes it)
- *   pressure 1|0    the same as kpatch, in one patch with every generated
- *                   function
+ *   kpatch 1|0      redirect kpatch_bench_old with kpatch_register():
+ *                   an IPMODIFY ftrace_ops of kpatch's own, on its site
  *   ftrace 1|0      redirect it with a bare IPMODIFY ftrace_ops (below)
  *   tasks N         keep N kthreads sleeping in schedule()
  *   ran R           make the next windows wake the first R of those
@@ -36,11 +31,22 @@
  *                   address against every function, then the whole hash)
  *                   under stop_machine(); prints the ns it took
  *   hold F          kpatch_register() F generated functions (0: unregister)
- *   probes 1|0      time the ftrace calls that make, move and release
- *                   kpatch's sites, with kretprobes (see kpatch_bench_api)
+ *   probes 1|0      time the ftrace calls that make and release kpatch's
+ *                   sites, with kretprobes (see kpatch_bench_api)
  *   api             prints "CALLS NS" for each of those functions, in the
  *                   order of kpatch_bench_api_names[] (-1 -1 for one not
  *                   probed), since the last "api"; then starts again at 0
+ *   cb              prints "RUNS SUM MAX WALKED DISTINCT MOST COMM": the
+ *                   calls of kpatch's stop_machine() callback
+ *                   (kpatch_update_cb, the kretprobe of "window") since
+ *                   the last "cb", the sum and the largest of their ns,
+ *                   and the stacks they checked (calls of
+ *                   kpatch_check_task() inside them), of how many distinct
+ *                   tasks (of the first KPATCH_BENCH_SEEN), how many
+ *                   times the task checked most often was, and its name
+ *                   (-1 -1 -1 - without "walks"); then starts again at 0
+ *   walks 1|0       count those calls with a kprobe (which the windows
+ *                   then include), or stop
  *   info            prints "sizeof(struct kpatch_func) nr_generated_funcs"
  *
  * Reading .../parameters/value calls kpatch_bench_old(1): 2 unpatched, 3
@@ -63,8 +69,6 @@
 #include <linux/slab.h>
 #include <linux/stop_machine.h>
 #include <linux/timekeeping.h>
-#include <asm/ibt.h>
-#include <asm/linkage.h>
 #include <asm/unwind.h>
 
 #include "kpatch.h"
@@ -90,25 +94,6 @@ noinline int kpatch_bench_new(int x)
 	barrier();
 	return x + 2;
 }
-
-/*
- * kpatch_bench_odd() returns x + 2, like kpatch_bench_new(), but starts at
- * an odd address, as an asm function without alignment may: ftrace takes
- * bit 0 of a direct address to mean "jmp", so kpatch cannot make a jmp to
- * it and leaves the site on its guard.
- */
-int kpatch_bench_odd(int x);
-
-asm(".pushsection .text, \"ax\", @progbits\n"
-"	.balign	16\n"
-"	.skip	1, 0xcc\n"
-"	.type	kpatch_bench_odd, @function\n"
-"kpatch_bench_odd:\n"
-	ASM_ENDBR
-"	leal	2(%rdi), %eax\n"
-	ASM_RET
-"	.size	kpatch_bench_odd, . - kpatch_bench_odd\n"
-"	.popsection\n");
 
 /* ---- calls: the measuring loop ---- */
 
@@ -192,11 +177,8 @@ static struct kpatch_module kpatch_bench_kpmod = {
 	.mod = THIS_MODULE,
 };
 
-/*
- * Fill in the patch: optionally kpatch_bench_old (to kpatch_bench_odd()
- * with @odd, else to kpatch_bench_new()), then @nr generated.
- */
-static int kpatch_bench_fill(bool main, bool odd, unsigned int nr)
+/* Fill in the patch: optionally kpatch_bench_old, then @nr generated. */
+static int kpatch_bench_fill(bool main, unsigned int nr)
 {
 	struct kpatch_func *f = kpatch_bench_funcs;
 	unsigned int i;
@@ -208,8 +190,7 @@ static int kpatch_bench_fill(bool main, bool odd, unsigned int nr)
 	memset(f, 0, (kpatch_bench_nr_pairs + 1) * sizeof(*f));
 	if (main) {
 		f->old_addr = (unsigned long)kpatch_bench_old;
-		f->new_addr = odd ? (unsigned long)kpatch_bench_odd :
-				    (unsigned long)kpatch_bench_new;
+		f->new_addr = (unsigned long)kpatch_bench_new;
 		f++;
 	}
 	for (i = 0; i < nr; i++, f++) {
@@ -221,24 +202,34 @@ static int kpatch_bench_fill(bool main, bool odd, unsigned int nr)
 	return 0;
 }
 
-static int kpatch_bench_patch(bool on, bool main, bool odd, unsigned int nr)
+static int kpatch_bench_patch(bool on, bool main, unsigned int nr)
 {
 	int ret;
 
 	if (!on)
 		return kpatch_bench_kpmod.enabled ?
 		       kpatch_unregister(&kpatch_bench_kpmod) : 0;
-	ret = kpatch_bench_fill(main, odd, nr);
+	ret = kpatch_bench_fill(main, nr);
 	return ret ? ret : kpatch_register(&kpatch_bench_kpmod, false);
 }
 
 /* ---- window: time kpatch_update_cb with a kretprobe ---- */
 
 static u64 kpatch_bench_cb_t0, kpatch_bench_cb_ns;
+/* "cb": the callbacks since the last "cb", their ns, the largest */
+static u64 kpatch_bench_cb_runs, kpatch_bench_cb_sum, kpatch_bench_cb_max;
+static u64 kpatch_bench_cb_walked;
+static bool kpatch_bench_in_cb;
+#define KPATCH_BENCH_SEEN	1024
+static const void *kpatch_bench_seen[KPATCH_BENCH_SEEN];
+static unsigned int kpatch_bench_seen_n[KPATCH_BENCH_SEEN];
+static unsigned int kpatch_bench_nr_seen, kpatch_bench_seen_most;
+static char kpatch_bench_most_comm[TASK_COMM_LEN];
 
 static int kpatch_bench_cb_entry(struct kretprobe_instance *ri,
 				 struct pt_regs *regs)
 {
+	WRITE_ONCE(kpatch_bench_in_cb, true);
 	kpatch_bench_cb_t0 = ktime_get_ns();
 	return 0;
 }
@@ -247,6 +238,65 @@ static int kpatch_bench_cb_ret(struct kretprobe_instance *ri,
 			       struct pt_regs *regs)
 {
 	kpatch_bench_cb_ns = ktime_get_ns() - kpatch_bench_cb_t0;
+	kpatch_bench_cb_runs++;
+	kpatch_bench_cb_sum += kpatch_bench_cb_ns;
+	kpatch_bench_cb_max = max(kpatch_bench_cb_max, kpatch_bench_cb_ns);
+	WRITE_ONCE(kpatch_bench_in_cb, false);
+	return 0;
+}
+
+/*
+ * walks: kpatch_check_task(try, task) called from the callback; each
+ * distinct task (its second argument) counted
+ */
+static int kpatch_bench_walk_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	const void *task = (const void *)regs->si;
+	unsigned int i;
+
+	if (!READ_ONCE(kpatch_bench_in_cb))
+		return 0;
+	kpatch_bench_cb_walked++;
+	for (i = 0; i < kpatch_bench_nr_seen; i++)
+		if (kpatch_bench_seen[i] == task)
+			break;
+	if (i == kpatch_bench_nr_seen) {
+		if (i == KPATCH_BENCH_SEEN)
+			return 0;
+		kpatch_bench_seen[i] = task;
+		kpatch_bench_seen_n[i] = 0;
+		kpatch_bench_nr_seen++;
+	}
+	if (++kpatch_bench_seen_n[i] > kpatch_bench_seen_most) {
+		kpatch_bench_seen_most = kpatch_bench_seen_n[i];
+		memcpy(kpatch_bench_most_comm,
+		       ((const struct task_struct *)task)->comm, TASK_COMM_LEN);
+	}
+	return 0;
+}
+
+static struct kprobe kpatch_bench_walk_kp;
+static bool kpatch_bench_walk_on;
+
+static int kpatch_bench_walks(bool on)
+{
+	int ret;
+
+	if (on && !kpatch_bench_walk_on) {
+		memset(&kpatch_bench_walk_kp, 0, sizeof(kpatch_bench_walk_kp));
+		kpatch_bench_walk_kp.symbol_name = "kpatch_check_task";
+		kpatch_bench_walk_kp.pre_handler = kpatch_bench_walk_pre;
+		ret = register_kprobe(&kpatch_bench_walk_kp);
+		if (ret)
+			return ret;
+		kpatch_bench_walk_on = true;
+	} else if (!on && kpatch_bench_walk_on) {
+		unregister_kprobe(&kpatch_bench_walk_kp);
+		kpatch_bench_walk_on = false;
+	}
+	kpatch_bench_cb_walked = 0;
+	kpatch_bench_nr_seen = 0;
+	kpatch_bench_seen_most = 0;
 	return 0;
 }
 
@@ -268,7 +318,7 @@ static int kpatch_bench_window(unsigned int nr)
 	unsigned int ran;
 	int ret;
 
-	ret = kpatch_bench_fill(false, false, nr);
+	ret = kpatch_bench_fill(false, nr);
 	if (ret)
 		return ret;
 	kpatch_bench_cb_ns = 0;
@@ -414,7 +464,7 @@ static int kpatch_bench_seed(unsigned int nr)
 	unsigned int i;
 	int ret;
 
-	ret = kpatch_bench_fill(false, false, nr);
+	ret = kpatch_bench_fill(false, nr);
 	if (ret)
 		return ret;
 	/* The seed had the sizes from the patch module. */
@@ -564,18 +614,14 @@ static unsigned int kpatch_bench_ran_count(void)
  * ---- probes: what the ftrace calls that change kpatch's sites cost ----
  *
  * A kretprobe on each, counting its calls and the ns they took.  A call
- * made inside another of them (unregister_ftrace_direct() and
- * modify_ftrace_direct() call unregister_ftrace_function()) is part of the
- * outer one's time, not counted on its own.  kpatch holds its mutex around
- * them, so they do not overlap otherwise.
+ * made inside another of them is part of the outer one's time, not
+ * counted on its own.  kpatch holds its mutex around them, so they do not
+ * overlap otherwise.
  */
 static const char * const kpatch_bench_api_names[] = {
 	"ftrace_set_filter_ip",
 	"register_ftrace_function",
 	"unregister_ftrace_function",
-	"register_ftrace_direct",
-	"unregister_ftrace_direct",
-	"modify_ftrace_direct",
 };
 
 #define KPATCH_BENCH_NR_API	ARRAY_SIZE(kpatch_bench_api_names)
@@ -674,21 +720,41 @@ static int kpatch_bench_run(const char *verb, unsigned int arg)
 	}
 	snprintf(result, sizeof(result), "ok");
 	if (!strcmp(verb, "kpatch"))
-		return kpatch_bench_patch(arg, true, false, 0);
-	if (!strcmp(verb, "odd"))
-		return kpatch_bench_patch(arg, true, true, 0);
-	if (!strcmp(verb, "pressure"))
-		return kpatch_bench_patch(arg, true, false, kpatch_bench_nr_pairs);
+		return kpatch_bench_patch(arg, true, 0);
 	if (!strcmp(verb, "hold"))
-		return kpatch_bench_patch(arg, false, false, arg);
+		return kpatch_bench_patch(arg, false, arg);
 	if (!strcmp(verb, "probes"))
 		return kpatch_bench_probes(arg);
 	if (!strcmp(verb, "api")) {
 		kpatch_bench_api_print();
 		return 0;
 	}
+	if (!strcmp(verb, "cb")) {
+		if (!kpatch_bench_walk_on || !kpatch_bench_seen_most)
+			strscpy(kpatch_bench_most_comm, "-",
+				sizeof(kpatch_bench_most_comm));
+		kpatch_bench_most_comm[TASK_COMM_LEN - 1] = '\0';
+		/* one word: a name may have spaces */
+		strreplace(kpatch_bench_most_comm, ' ', '_');
+		snprintf(result, sizeof(result), "%lld %llu %llu %lld %lld %lld %s",
+			 kpatch_bench_krp_on ? (s64)kpatch_bench_cb_runs : -1LL,
+			 kpatch_bench_cb_sum, kpatch_bench_cb_max,
+			 kpatch_bench_walk_on ? (s64)kpatch_bench_cb_walked : -1LL,
+			 kpatch_bench_walk_on ? (s64)kpatch_bench_nr_seen : -1LL,
+			 kpatch_bench_walk_on ? (s64)kpatch_bench_seen_most : -1LL,
+			 kpatch_bench_most_comm);
+		kpatch_bench_cb_walked = 0;
+		kpatch_bench_nr_seen = 0;
+		kpatch_bench_seen_most = 0;
+		kpatch_bench_cb_runs = 0;
+		kpatch_bench_cb_sum = 0;
+		kpatch_bench_cb_max = 0;
+		return 0;
+	}
 	if (!strcmp(verb, "ftrace"))
 		return kpatch_bench_ftrace(arg);
+	if (!strcmp(verb, "walks"))
+		return kpatch_bench_walks(arg);
 	if (!strcmp(verb, "tasks"))
 		return kpatch_bench_tasks(arg);
 	if (!strcmp(verb, "ran"))
@@ -716,6 +782,7 @@ static int kpatch_bench_cmd_set(const char *val, const struct kernel_param *kp)
 	if (!strcmp(verb, "calls"))
 		arg = !strcmp(what, "new");
 	else if (strcmp(verb, "info") && strcmp(verb, "api") &&
+		 strcmp(verb, "cb") &&
 		 kstrtouint(what, 10, &arg))
 		return -EINVAL;
 
@@ -772,6 +839,7 @@ static void __exit kpatch_bench_exit(void)
 	if (kpatch_bench_krp_on)
 		unregister_kretprobe(&kpatch_bench_krp);
 	kpatch_bench_probes(false);
+	kpatch_bench_walks(false);
 	kpatch_bench_ftrace(false);
 	kpatch_bench_ran(0);
 	kpatch_bench_tasks(0);

@@ -15,38 +15,22 @@
  *
  *  1. unpatched: f's fentry slot is the 5-byte NOP of a disabled ftrace
  *     call (x86_nops[5]), then its body;
- *  2. kpatch's jmp site: the slot is "jmp kpbench_new", ftrace's JMP
- *     direct call (DYNAMIC_FTRACE_WITH_JMP, 7.x: ftrace_call_replace() in
- *     arch/x86/kernel/ftrace.c); the new function runs with the caller's
- *     return address on top of the stack;
- *  3. kpatch_guard as kpatch.c has it, where a jmp site calls from its
- *     update until the work after it sets the jmp (or for good, when its
- *     new function starts at an odd address): it saves the argument
- *     registers, calls kpatch_guard_slow(), which finds the site in
- *     kpatch's hash of sites and, the site not marked by a running
- *     update, its first entry, writes the new function over its return
- *     address and RETs into it;
- *  4. kpatch's ftrace_ops site, an IPMODIFY ftrace_ops with
- *     kpatch_ftrace_handler() (6.1, 6.12; 7.x with direct=N): the slot
- *     calls the ops' own trampoline,
- *     the copy of ftrace_caller (arch/x86/kernel/ftrace_64.S) that
- *     create_trampoline() (arch/x86/kernel/ftrace.c) makes when one ops is
- *     attached: it loads the ops from the end of the copy and calls the
- *     handler directly (the ops sets neither FTRACE_OPS_FL_RECURSION nor
- *     FTRACE_OPS_FL_RCU: ftrace_ops_get_func() in kernel/trace/ftrace.c),
- *     then RETs to the address the handler set.  The test bed's kernels
- *     have DYNAMIC_FTRACE_WITH_ARGS, so an IPMODIFY ops without SAVE_REGS
- *     gets ftrace_caller and its ftrace_regs, not ftrace_regs_caller;
- *  5. the same with the bare handler of kpatch_bench (it only sets the
- *     address);
- *  6. the same with livepatch's klp_ftrace_handler()
+ *  2. kpatch's site, an IPMODIFY ftrace_ops of its own with
+ *     kpatch_ftrace_handler(), the only redirect kpatch has, on every
+ *     kernel: the slot calls the ops' own trampoline, the copy of
+ *     ftrace_caller (arch/x86/kernel/ftrace_64.S) that create_trampoline()
+ *     (arch/x86/kernel/ftrace.c) makes when one ops is attached: it loads
+ *     the ops from the end of the copy and calls the handler directly (the
+ *     ops sets neither FTRACE_OPS_FL_RECURSION nor FTRACE_OPS_FL_RCU:
+ *     ftrace_ops_get_func() in kernel/trace/ftrace.c), then RETs to the
+ *     address the handler set.  The test bed's kernels have
+ *     DYNAMIC_FTRACE_WITH_ARGS, so an IPMODIFY ops without SAVE_REGS gets
+ *     ftrace_caller and its ftrace_regs, not ftrace_regs_caller;
+ *  3. the same with the bare handler of kpatch_bench (it only sets the
+ *     address): the floor of that path;
+ *  4. the same with livepatch's klp_ftrace_handler()
  *     (kernel/livepatch/patch.c) and its recursion lock
- *     (include/linux/trace_recursion.h), one patch, no transition;
- *  7. for reference, the redirect kpatch no longer has: its hand-written
- *     direct trampoline (kpatch_direct_tramp), called by the slot: it
- *     hashed its return address, found the 16-byte slot in its table,
- *     wrote the slot's target over that return address and RET into the
- *     new function.
+ *     (include/linux/trace_recursion.h), one patch, no transition.
  *
  * ftrace_caller and klp_ftrace_handler() are the same in Linux 6.1, 6.12
  * and 7.1, apart from CALL_DEPTH_ACCOUNT (6.2 on), which is empty unless
@@ -111,11 +95,9 @@ static inline void barrier(void)
 
 asmlinkage int kpbench_f(int x);
 asmlinkage int kpbench_new(int x);
-asmlinkage void kpbench_guard(void);
 asmlinkage void kpbench_tramp_kpatch(void);
 asmlinkage void kpbench_tramp_bare(void);
 asmlinkage void kpbench_tramp_klp(void);
-asmlinkage void kpbench_old_tramp(void);
 asmlinkage void kpbench_nest2(void);
 asmlinkage void kpbench_nest4(void);
 asmlinkage void kpbench_nest8(void);
@@ -143,15 +125,14 @@ struct kpbench_hlist_node {
 	struct kpbench_hlist_node *next, **pprev;
 };
 
-/* ---- 3, 4: kpatch's sites, entries and state ---- */
+/* ---- 2: kpatch's sites, entries and state ---- */
 
 struct kpbench_site {			/* struct kpatch_site */
 	struct kpbench_ftrace_ops ops;
-	unsigned long ip;
 	unsigned long target;
-	unsigned long jmp;
 	struct kpbench_hlist_node *entries;
 	struct kpbench_hlist_node node;
+	unsigned long ip;
 	void *mod;
 };
 
@@ -165,36 +146,18 @@ struct kpbench_entry {			/* struct kpatch_entry */
 };
 
 #define KPATCH_TARGET_SLOW	1UL
-#define KPATCH_SITE_BITS	7
 #define KPATCH_OP_PATCH		1
 #define KPATCH_OP_UNPATCH	2
 #define KPATCH_STATE_IDLE	0
 #define KPATCH_STATE_SUCCESS	2
 #define KPATCH_STATE_FAILURE	3
-#define GOLDEN_RATIO_64		0x61C8864680B583EBull
 
 struct kpbench_site kpbench_site;
 static struct kpbench_entry kpbench_the_entry;
-static struct kpbench_hlist_node *kpbench_sites[1 << KPATCH_SITE_BITS];
 static int kpbench_state;		/* kpatch_state, an atomic_t */
 
 static inline void preempt_disable_notrace(void);
 static inline void preempt_enable_notrace(void);
-
-/* kpatch_site_find(): hash_for_each_possible_rcu_notrace() */
-static struct kpbench_site *kpbench_site_find(unsigned long ip)
-{
-	struct kpbench_hlist_node *n;
-	struct kpbench_site *site;
-
-	n = READ_ONCE(kpbench_sites[(ip * GOLDEN_RATIO_64) >> (64 - KPATCH_SITE_BITS)]);
-	for (; n; n = READ_ONCE(n->next)) {
-		site = container_of(n, struct kpbench_site, node);
-		if (site->ip == ip)
-			return site;
-	}
-	return NULL;
-}
 
 /* kpatch_redirect_slow(), out of line as there (noinline) */
 __attribute__((noipa)) unsigned long kpbench_redirect_slow(struct kpbench_site *site)
@@ -219,28 +182,6 @@ __attribute__((noipa)) unsigned long kpbench_redirect_slow(struct kpbench_site *
 	return e ? e->new_addr : 0;
 }
 
-/* kpatch_guard_slow(), called by kpbench_guard below */
-unsigned long kpbench_guard_slow(unsigned long ret)
-{
-	struct kpbench_site *site;
-	unsigned long target = 0;
-
-	struct kpbench_hlist_node *top;
-
-	preempt_disable_notrace();
-	site = kpbench_site_find(ret - 5);
-	/* smp_load_acquire(): a plain load on x86 */
-	if (site && READ_ONCE(site->target) == KPATCH_TARGET_SLOW) {
-		target = kpbench_redirect_slow(site);
-	} else if (site) {
-		top = READ_ONCE(site->entries);
-		target = top ? container_of(top, struct kpbench_entry,
-					    node)->new_addr : 0;
-	}
-	preempt_enable_notrace();
-	return target;
-}
-
 /* kpatch_ftrace_handler() */
 void kpbench_kpatch_handler(unsigned long ip, unsigned long parent_ip,
 			    struct kpbench_ftrace_ops *ops,
@@ -261,7 +202,7 @@ void kpbench_kpatch_handler(unsigned long ip, unsigned long parent_ip,
 	}
 }
 
-/* ---- 5: the bare handler of kpatch_bench ---- */
+/* ---- 3: the bare handler of kpatch_bench ---- */
 
 struct kpbench_ftrace_ops kpbench_bare_ops;
 
@@ -272,7 +213,7 @@ void kpbench_bare_handler(unsigned long ip, unsigned long parent_ip,
 	fregs->ip = (unsigned long)kpbench_new;
 }
 
-/* ---- 6: klp_ftrace_handler() and what it inlines ---- */
+/* ---- 4: klp_ftrace_handler() and what it inlines ---- */
 
 struct kpbench_list {
 	struct kpbench_list *next, *prev;
@@ -442,19 +383,6 @@ unlock:
 	ftrace_test_recursion_unlock(bit);
 }
 
-/* ---- 7: the old trampoline's table ---- */
-
-#define KPATCH_DIRECT_BITS	12
-#define KPATCH_DIRECT_SLOTS	4096
-#define KPATCH_DIRECT_MUL	0x61c88647
-
-struct kpbench_slot {
-	unsigned long key;
-	unsigned long target;
-};
-
-struct kpbench_slot *kpbench_direct_table;
-
 /*
  * The code.  kpbench_f has a page of its own, made writable, so that its
  * fentry slot can be written like the kernel's.
@@ -478,35 +406,8 @@ asm(".pushsection .text, \"ax\", @progbits\n"
 "	ret\n"
 "	int3\n"
 
-/* 3: kpatch_guard of kpatch.c; its ENDBR and CALL_DEPTH_ACCOUNT empty */
-"	.balign	16\n"
-"	.globl	kpbench_guard\n"
-"kpbench_guard:\n"
-"	pushq	%rdi\n"
-"	pushq	%rsi\n"
-"	pushq	%rdx\n"
-"	pushq	%rcx\n"
-"	pushq	%r8\n"
-"	pushq	%r9\n"
-"	pushq	%rax\n"
-"	movq	56(%rsp), %rdi\n"
-"	call	kpbench_guard_slow\n"
-"	movq	%rax, %r11\n"
-"	popq	%rax\n"
-"	popq	%r9\n"
-"	popq	%r8\n"
-"	popq	%rcx\n"
-"	popq	%rdx\n"
-"	popq	%rsi\n"
-"	popq	%rdi\n"
-"	testq	%r11, %r11\n"
-"	jz	1f\n"
-"	movq	%r11, (%rsp)\n"
-"1:	ret\n"
-"	int3\n"
-
 /*
- * 4, 5, 6: an ftrace_ops' trampoline, what create_trampoline() copies of
+ * 2, 3, 4: an ftrace_ops' trampoline, what create_trampoline() copies of
  * ftrace_caller (up to ftrace_caller_end) and adds: save_mcount_regs
  * without frame pointer (FRAME_SIZE 168, the offsets of pt_regs), the ops
  * loaded from the end of the copy, the call of the handler, the RIP it
@@ -555,31 +456,6 @@ asm(".pushsection .text, \"ax\", @progbits\n"
 "	KPBENCH_FTRACE_TRAMP kpbench_tramp_kpatch, kpbench_kpatch_handler, kpbench_site\n"
 "	KPBENCH_FTRACE_TRAMP kpbench_tramp_bare, kpbench_bare_handler, kpbench_bare_ops\n"
 "	KPBENCH_FTRACE_TRAMP kpbench_tramp_klp, kpbench_klp_handler, kpbench_klp_ops + 32\n"
-
-/* 7: kpatch_direct_tramp, as kpatch.c had it; its ENDBR and CALL_DEPTH_ACCOUNT empty */
-"	.balign	16\n"
-"	.globl	kpbench_old_tramp\n"
-"kpbench_old_tramp:\n"
-"	movq	(%rsp), %r11\n"
-"	imull	$" KPBENCH_XSTR(KPATCH_DIRECT_MUL) ", %r11d, %r10d\n"
-"	shrl	$(32 - " KPBENCH_XSTR(KPATCH_DIRECT_BITS) "), %r10d\n"
-"	shll	$4, %r10d\n"
-"	addq	kpbench_direct_table(%rip), %r10\n"
-"1:	cmpq	%r11, (%r10)\n"
-"	jne	2f\n"
-"	movq	8(%r10), %r10\n"
-"	movq	%r10, (%rsp)\n"
-"	ret\n"
-"	int3\n"
-"2:	cmpq	$0, (%r10)\n"
-"	je	3f\n"
-"	subq	kpbench_direct_table(%rip), %r10\n"
-"	addl	$16, %r10d\n"
-"	andl	$(" KPBENCH_XSTR(KPATCH_DIRECT_SLOTS) " * 16 - 1), %r10d\n"
-"	addq	kpbench_direct_table(%rip), %r10\n"
-"	jmp	1b\n"
-"3:	ret\n"
-"	int3\n"
 
 /* the slow path of preempt_enable_notrace(), never taken */
 "	.balign	16\n"
@@ -653,42 +529,31 @@ asm(".pushsection .text, \"ax\", @progbits\n"
 
 enum {
 	KPBENCH_UNPATCHED,
-	KPBENCH_JMP,
-	KPBENCH_GUARD,
 	KPBENCH_FTRACE_KPATCH,
 	KPBENCH_FTRACE_BARE,
 	KPBENCH_FTRACE_KLP,
-	KPBENCH_OLD_TRAMP,
 	KPBENCH_NR_SHAPES
 };
 
 struct kpbench_shape {
 	const char *name;		/* in the CSV */
 	const char *label;		/* in the table */
-	unsigned char op;		/* the fentry slot: 0 NOP, 0xe8 call, 0xe9 jmp */
+	unsigned char op;		/* the fentry slot: 0 NOP, 0xe8 call */
 	void *dest;
 };
 
 static const struct kpbench_shape kpbench_shapes[KPBENCH_NR_SHAPES] = {
 	[KPBENCH_UNPATCHED] = { "unpatched",
 		"1. unpatched: NOP at fentry (ticks)", 0, NULL },
-	[KPBENCH_JMP] = { "jmp",
-		"2. kpatch, jmp site (7.x)", 0xe9, kpbench_new },
-	[KPBENCH_GUARD] = { "kpatch_guard",
-		"3. kpatch, guard (jmp site until its jmp is set)", 0xe8,
-		kpbench_guard },
 	[KPBENCH_FTRACE_KPATCH] = { "ftrace_kpatch",
-		"4. kpatch, ftrace_ops site", 0xe8,
+		"2. kpatch, its own ftrace_ops", 0xe8,
 		kpbench_tramp_kpatch },
 	[KPBENCH_FTRACE_BARE] = { "ftrace_bare",
-		"5. ftrace_ops, bare IPMODIFY handler", 0xe8,
+		"3. ftrace_ops, bare IPMODIFY handler", 0xe8,
 		kpbench_tramp_bare },
 	[KPBENCH_FTRACE_KLP] = { "ftrace_klp",
-		"6. livepatch, klp_ftrace_handler", 0xe8,
+		"4. livepatch, klp_ftrace_handler", 0xe8,
 		kpbench_tramp_klp },
-	[KPBENCH_OLD_TRAMP] = { "old_tramp",
-		"7. reference: the old trampoline (removed)", 0xe8,
-		kpbench_old_tramp },
 };
 
 static void *kpbench_entry(int depth)
@@ -727,37 +592,19 @@ static void kpbench_patch(const struct kpbench_shape *s)
 
 static void kpbench_setup(void)
 {
-	unsigned long ip = (unsigned long)kpbench_f, key = ip + 5;
-	unsigned int i;
+	unsigned long ip = (unsigned long)kpbench_f;
 
-	/* one site, one entry, in the bucket kpatch would put it in */
+	/* one site, one entry */
 	kpbench_site.ops.func = kpbench_kpatch_handler;
 	kpbench_site.ip = ip;
 	kpbench_site.target = (unsigned long)kpbench_new;
-	kpbench_site.jmp = (unsigned long)kpbench_guard;
 	kpbench_the_entry.site = &kpbench_site;
 	kpbench_the_entry.new_addr = (unsigned long)kpbench_new;
 	kpbench_the_entry.old_addr = ip;
 	kpbench_the_entry.ip = ip;
 	kpbench_the_entry.node.pprev = &kpbench_site.entries;
 	kpbench_site.entries = &kpbench_the_entry.node;
-	kpbench_site.node.pprev =
-		&kpbench_sites[(ip * GOLDEN_RATIO_64) >> (64 - KPATCH_SITE_BITS)];
-	*kpbench_site.node.pprev = &kpbench_site.node;
 	kpbench_state = KPATCH_STATE_IDLE;
-
-	/* the old table, with f's key where the trampoline looked first */
-	kpbench_direct_table = aligned_alloc(4096, KPATCH_DIRECT_SLOTS *
-					     sizeof(struct kpbench_slot));
-	if (!kpbench_direct_table) {
-		perror("aligned_alloc");
-		exit(1);
-	}
-	memset(kpbench_direct_table, 0,
-	       KPATCH_DIRECT_SLOTS * sizeof(struct kpbench_slot));
-	i = ((unsigned int)key * KPATCH_DIRECT_MUL) >> (32 - KPATCH_DIRECT_BITS);
-	kpbench_direct_table[i].target = (unsigned long)kpbench_new;
-	kpbench_direct_table[i].key = key;
 
 	kpbench_bare_ops.func = kpbench_bare_handler;
 
@@ -948,42 +795,30 @@ static void kpbench_table(void)
 }
 
 /*
- * Per depth, the medians of the runs; then the targets: 2 within +-3
- * ticks of 1, and 4 (kpatch's ftrace_ops site) at most +20 ticks, at
- * every depth in every run
+ * Per depth, the medians of the runs; then the target: 2 (kpatch's own
+ * ftrace_ops) within 10 % of 3 (a bare IPMODIFY ftrace_ops) over the
+ * unpatched call, at every depth (medians of the runs)
  */
 static void kpbench_verdict(void)
 {
-	double m, far = 0, most = 0;
-	bool close = true, small = true;
+	double k, b, d, far = 0;
+	bool close = true;
 	unsigned int j;
-	int r;
 
 	printf("\nPer depth, the median of the runs:\n\n");
 	for (j = 0; j < KPBENCH_NR_DEPTHS; j++) {
-		printf("- D=%d: jmp %+.1f, guard %+.1f, kpatch ftrace_ops %+.1f, ",
-		       kpbench_depths[j], kpbench_mid(KPBENCH_JMP, j),
-		       kpbench_mid(KPBENCH_GUARD, j),
-		       kpbench_mid(KPBENCH_FTRACE_KPATCH, j));
-		printf("bare ftrace_ops %+.1f, livepatch %+.1f, old trampoline %+.1f\n",
-		       kpbench_mid(KPBENCH_FTRACE_BARE, j),
-		       kpbench_mid(KPBENCH_FTRACE_KLP, j),
-		       kpbench_mid(KPBENCH_OLD_TRAMP, j));
-		for (r = 0; r < KPBENCH_RUNS; r++) {
-			m = kpbench_value(r, KPBENCH_JMP, j);
-			close = close && m >= -3 && m <= 3;
-			if (m * m > far * far)
-				far = m;
-			m = kpbench_value(r, KPBENCH_FTRACE_KPATCH, j);
-			small = small && m <= 20;
-			if (m > most)
-				most = m;
-		}
+		k = kpbench_mid(KPBENCH_FTRACE_KPATCH, j);
+		b = kpbench_mid(KPBENCH_FTRACE_BARE, j);
+		printf("- D=%d: kpatch ftrace_ops %+.1f, bare ftrace_ops %+.1f, livepatch %+.1f\n",
+		       kpbench_depths[j], k, b,
+		       kpbench_mid(KPBENCH_FTRACE_KLP, j));
+		d = b > 0 ? 100 * (k - b) / b : 0;
+		close = close && b > 0 && d <= 10 && d >= -10;
+		if (d * d > far * far)
+			far = d;
 	}
-	printf("\n2 within +-3 ticks of 1, every depth and run: %s (furthest: %+.1f)\n",
+	printf("\n2 within 10 %% of 3, every depth (medians): %s (furthest: %+.1f %%)\n",
 	       close ? "yes" : "no", far);
-	printf("4 at most +20 ticks, every depth and run: %s (most: %+.1f)\n",
-	       small ? "yes" : "no", most);
 }
 
 static int kpbench_csv(const char *path, const char *model)

@@ -182,7 +182,6 @@ static void kpatch_test_point(enum kpatch_test_point point);
 #define KPATCH_NAME_MAX		63
 #define KPATCH_CMD_MAX		4096
 #define kpatch_echo_len(word)	((int)strnlen(word, 32))
-#define KPATCH_NAME_CHARS	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
 
 /*
  * A refused update is tried again up to kpatch_retries more times, after
@@ -273,7 +272,8 @@ struct kpatch_site {
 	struct module *mod;		/* pinned: the module of @ip, or NULL */
 };
 
-static DEFINE_HASHTABLE(kpatch_sites, 5);
+/* Looked up on the control path only, under kpatch_mutex: small. */
+static DEFINE_HASHTABLE(kpatch_sites, 4);
 
 /* The site at @ip, or NULL. */
 static struct kpatch_site *kpatch_site_find(unsigned long ip)
@@ -3039,7 +3039,22 @@ static __cold void kpatch_gate_on(struct kpatch_try *try)
 }
 
 /*
- * Wait until every task the round moved is out, sweeping the gate, for
+ * A task the gate caught that is on a runqueue and not out yet: it may be
+ * in the way at the next run, and is out soon.  A hint, read racily.
+ */
+static bool kpatch_gate_running(struct kpatch_gate *g)
+{
+	struct kpatch_slot *s;
+
+	for (s = g->slot; s < g->slot + BIT(g->bits); s++)
+		if (s->queued && !READ_ONCE(s->out) && READ_ONCE(s->task->on_rq))
+			return true;
+	return false;
+}
+
+/*
+ * Wait until every task the round moved is out, and those the gate caught
+ * that run (the callers of a hot function), sweeping the gate, for
  * KPATCH_MOVE_WAIT_MS at most: whether the writer was not killed (but for
  * @must).  TASK_IDLE steps, a fatal signal looked at between them.
  */
@@ -3055,10 +3070,12 @@ static __cold bool kpatch_move_wait(struct kpatch_try *try)
 			i++;
 		if (!try->req->must && fatal_signal_pending(current))
 			return false;
-		if (i == m->nr || time_after(jiffies, end))
+		if ((i == m->nr && !kpatch_gate_running(m->gate)) ||
+		    time_after(jiffies, end))
 			return true;
-		wait_event_idle_timeout(kpatch_out_wq,
-					READ_ONCE(m->blockers[i].slot->out),
+		wait_event_idle_timeout(kpatch_out_wq, i < m->nr ?
+					READ_ONCE(m->blockers[i].slot->out) :
+					!kpatch_gate_running(m->gate),
 					msecs_to_jiffies(KPATCH_MOVE_SWEEP_MS));
 	}
 }
@@ -3419,6 +3436,9 @@ static int kpatch_run_command(char *cmd)
 	while ((p = strsep(&cmd, " \t")))
 		if (*p)
 			tok[ntok++] = p;
+	/* p: past the name's A-Z a-z 0-9 _ - */
+	for (p = ntok > 1 ? tok[1] : ""; isalnum(*p) || *p == '_' || *p == '-'; p++)
+		;
 	if (!ntok) {
 		pr_err("empty command\n");
 	} else if (strcmp(tok[0], "patch") && strcmp(tok[0], "replace") &&
@@ -3426,7 +3446,7 @@ static int kpatch_run_command(char *cmd)
 		pr_err("unknown command '%*pE' (expected patch, replace or unpatch)\n",
 		       kpatch_echo_len(tok[0]), tok[0]);
 	} else if (ntok < 2 || !tok[1][0] || strlen(tok[1]) > KPATCH_NAME_MAX ||
-		   tok[1][strspn(tok[1], KPATCH_NAME_CHARS)]) {
+		   *p) {
 		pr_err("%s: the name must be 1 to %d characters of A-Z a-z 0-9 _ -\n",
 		       tok[0], KPATCH_NAME_MAX);
 	} else if (strcmp(tok[0], "unpatch")) {

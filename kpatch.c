@@ -2621,34 +2621,23 @@ static const char *kpatch_req_name(const struct kpatch_request *req)
  * What it adds: an update takes effect only at an instant when no task is
  * in the code it changes, which a task asleep there (a read, a futex wait)
  * never gives, nor, on a preemptible kernel, a hot function.  When a run
- * finds user tasks in its way, kpatch moves them out, holds them there,
- * and runs again at once:
- *
- *   the try (kpatch_try_once())          a task in the way
- *
- *   run: the tasks in the way listed
- *   each: a slot of the gate, and     -> asleep interruptibly: TWA_SIGNAL
- *     task_work_add() of the hold        wakes it, its call ends (-ERESTART*);
- *                                        preempted: TWA_RESUME, it runs on
- *   the gate on: a user task calling  -> to the end of its call; returning to
- *     a function of the try gets a       user space, after its earlier task
- *     slot, and the mover queues its     work, the hold: it is out, and sleeps
- *     hold, TWA_RESUME                   (killable) until the try ends
- *   wait until those in the way are out; run again ...
- *   the try ends: the gate off,       -> its call restarts, or it returns to
- *     the tasks let go                   user space
- *
- * Only a task in the way gets the fake signal (TIF_NOTIFY_SIGNAL), which
- * ends an interruptible sleep as a signal with no handler does; a caller
- * the gate holds notices only a delay.  The gate takes the slow path of
- * the try's sites (target KPATCH_TARGET_SLOW while the state is IDLE):
- * any task context, so kpatch_gate_pass() only claims a slot and pins the
- * task, and the mover queues the hold.  Never moved, and named: kernel
+ * finds user tasks in its way, kpatch queues its hold on each with
+ * task_work_add() -- TWA_SIGNAL if asleep interruptibly (the fake signal,
+ * TIF_NOTIFY_SIGNAL: its call ends with -ERESTART*), TWA_RESUME if
+ * preempted (it runs to the end of its call) -- turns the gate on, waits
+ * until they are out, held at their return to user space, and runs again
+ * at once.  While the gate is on, a user task that calls a function of the
+ * try takes the slow path (target KPATCH_TARGET_SLOW, the state IDLE),
+ * which only claims a slot for it, in any task context, and the mover
+ * queues its hold with TWA_RESUME: it notices only a delay.  When the try
+ * ends, the held tasks go on; an interrupted call restarts in the version
+ * then in effect (Documentation.txt, "Moving busy tasks").  Never moved,
+ * and named: kernel
  * threads, user workers, tasks asleep uninterruptibly or killably,
  * exiting, stopped or traced tasks, the writer.  Not held by the gate: the
  * writer, realtime and deadline tasks.  Bounds: KPATCH_MOVE_ROUNDS rounds
- * of KPATCH_MOVE_WAIT_MS; a gate holds twice the tasks its first round
- * moves and 128 more, half of it for the gate's callers.
+ * of KPATCH_MOVE_WAIT_MS; a gate holds twice the tasks in the way its first
+ * run found and 128 more, half of it for the gate's callers.
  * Without it (move=N): a try refused by a sleeping or preempted task
  * fails once the retries are spent.  Price: about 300 lines; nothing per
  * call but while a gate is on; per try the list of the tasks in the way,
@@ -3081,8 +3070,9 @@ static __cold bool kpatch_move_wait(struct kpatch_try *try)
 }
 
 /*
- * The hold, on a task's way back to user space (in do_exit() it only goes
- * on).  It runs once more after the task work queued before it (a
+ * The hold, where the task runs its task work: on its way back to user
+ * space, or inside a call that runs it (io_uring's waits, a ptrace stop);
+ * in do_exit() it only goes on.  It runs once more after the task work queued before it (a
  * deferred close, say), then is out: it tells the mover, and sleeps until
  * the try ends -- killable, not counted as load, not freezable (a lock may
  * be held).  It runs no old code after: the run that succeeds walks its

@@ -20,10 +20,11 @@
  * same (kpatch_state).  The file reads in the order an update lives: data
  * and redirect; the request; one try -- sites, the code no task may be
  * in, the run, the commit -- and a refused try; the API, the control
- * file, init and exit.  Each function comes after the first one that
- * calls it.  Sections named "Layer" add a mechanism where the core first
- * needs it, opening with its price: a function's pieces, ways into a
- * module, hooks, the pre-walk, exiting tasks, moving busy tasks.
+ * file, init and exit.  Each section comes after the first one that calls
+ * into it; within a section callers come first, but for small helpers kept
+ * beside their data.  Sections named "Layer" add a mechanism where the
+ * core first needs it, opening with its price: a function's pieces, ways
+ * into a module, hooks, the pre-walk, exiting tasks, moving busy tasks.
  * Documentation.txt ("How it works") has the long forms of the arguments.
  *
  * Words: an entry is one function of one patch; a site holds its entries,
@@ -69,6 +70,7 @@
 #include <asm/pgtable.h>
 #include <asm/text-patching.h>
 #include <asm/unwind.h>
+#include <trace/events/sched.h>
 
 #include "kpatch.h"
 
@@ -115,7 +117,7 @@ reliable stack traces, KALLSYMS, DEBUG_FS, SYSFS and TRACEPOINTS"
 #define kpatch_sync_preempt_off()	synchronize_rcu()
 #endif
 
-/* User threads that never return to user space: before 6.4, io_uring's only. */
+/* User threads that never return to user space; without it, io_uring's only. */
 #ifndef PF_USER_WORKER
 #define PF_USER_WORKER		0
 #endif
@@ -169,9 +171,9 @@ static inline bool kpatch_rethooks(struct task_struct *t)
 
 /* Test builds call a hook at points of an update; see the end of the file. */
 #ifdef KPATCH_TEST_HOOKS
-static void kpatch_test_point(enum kpatch_test_point point);
+static void kpatch_test_at(enum kpatch_test_point point);
 #else
-#define kpatch_test_point(point) do { } while (0)
+#define kpatch_test_at(point) do { } while (0)
 #endif
 
 /* ------------------------------------------------------------------------
@@ -435,7 +437,8 @@ struct kpatch_refused {
 	unsigned long addr;		/* BUSY: where; AGAIN: the function */
 	pid_t pid;			/* BUSY, UNRELIABLE: whose stack */
 	char comm[TASK_COMM_LEN];
-	struct kpatch_patch *hook_patch;	/* KPATCH_HOOK: whose hook */
+	/* Layer: hooks -- KPATCH_HOOK: which hook of which patch */
+	struct kpatch_patch *hook_patch;
 	enum kpatch_hook hook;
 	int hook_ret;
 };
@@ -448,6 +451,7 @@ struct kpatch_request {
 	bool replace;			/* also take out every other patch */
 	bool must;			/* whatever the writer's signals */
 	unsigned long start;		/* jiffies at the first try */
+	/* Layer: moving busy tasks */
 	bool no_move;			/* moving stopped for it */
 };
 
@@ -469,14 +473,18 @@ struct kpatch_try {
 	unsigned int nr_sites;
 	struct kpatch_range *ranges;
 	unsigned int nr_ranges, max_ranges;
-	struct module **whole;
-	unsigned int nr_whole;
-	bool hooks;			/* a part has a hook */
 	struct task_struct *writer;	/* the task that runs the update */
-	struct kpatch_record *rec;	/* Layer: the pre-walk */
-	struct kpatch_movers *movers;	/* Layer: moving busy tasks */
 	atomic_t cpus_in, cpus_seen;
 	struct kpatch_refused refused;
+	/* Layer: ways into a module -- the modules checked whole */
+	struct module **whole;
+	unsigned int nr_whole;
+	/* Layer: hooks */
+	bool hooks;			/* a part has a hook */
+	/* Layer: the pre-walk */
+	struct kpatch_record *rec;
+	/* Layer: moving busy tasks */
+	struct kpatch_movers *movers;
 };
 
 /* ------------------------------------------------------------------------
@@ -674,7 +682,9 @@ static __cold int kpatch_resolve_entry(struct kpatch_patch *patch, int i,
 	      kpatch_resolve(name, "new function", e->new_addr, &e->new_size,
 			     patch->kpmod->mod, &e->new_mod);
 	/* the fentry call, which on IBT kernels comes after the ENDBR */
-	e->ip = e->old_addr + (kpatch_endbr(e->old_addr, true) ? ENDBR_INSN_SIZE : 0);
+	if (!ret)
+		e->ip = e->old_addr +
+			(kpatch_endbr(e->old_addr, true) ? ENDBR_INSN_SIZE : 0);
 	return ret;
 }
 
@@ -1630,7 +1640,7 @@ static int kpatch_run(struct kpatch_try *try)
 	}
 	kpatch_forget(try);	/* and a grace period */
 	kpatch_set_op(try, false);
-	kpatch_test_point(KPATCH_TEST_DONE);
+	kpatch_test_at(KPATCH_TEST_DONE);
 	return ret;
 }
 
@@ -1646,7 +1656,7 @@ static bool kpatch_checks(const struct kpatch_try *try)
  * What it adds: the stack check of the tasks that do not run, done before
  * stop_machine(), so that the CPUs stop only for the tasks that ran since.
  * Correctness never depends on it: with no record, or one that overflowed,
- * the callback walks every task, as the 2014 core did.  Price: about 140
+ * the callback walks every task, as the seed's check does.  Price: about 140
  * lines; per context switch while a run's record is armed, the probe: 40
  * instructions or so, and for a task not recorded yet a compare-and-swap,
  * an atomic increment the CPUs share and a task reference; per try a
@@ -1907,7 +1917,7 @@ static int kpatch_walk_stack(struct task_struct *task, struct kpatch_try *try)
 
 	/*
 	 * The unwinder gives back what a kretprobe took only for current or
-	 * a task that is not running (6.1 warns, later kernels fail the
+	 * a task that is not running (some kernels warn, others fail the
 	 * walk): a preempted task with such a return address is unreliable.
 	 */
 	if (task != current && task_is_running(task) && kpatch_rethooks(task))
@@ -2018,7 +2028,7 @@ static int kpatch_update_cb(void *data)
 		atomic_inc_return(&try->cpus_seen);
 		return 0;
 	}
-	kpatch_test_point(KPATCH_TEST_ENTER);
+	kpatch_test_at(KPATCH_TEST_ENTER);
 
 	/*
 	 * Step 1.  entry->op was written before stop_machine(), whose
@@ -2034,7 +2044,7 @@ static int kpatch_update_cb(void *data)
 	/* Step 2.  The acquire pairs with the other CPUs' answers. */
 	while (atomic_read_acquire(&try->cpus_seen) < num_online_cpus() - 1)
 		cpu_relax();
-	kpatch_test_point(KPATCH_TEST_UPDATING);
+	kpatch_test_at(KPATCH_TEST_UPDATING);
 
 	if (kpatch_check_stacks(try)) {
 		kpatch_state_finish(KPATCH_STATE_FAILURE, 0);
@@ -2267,7 +2277,7 @@ static __cold bool kpatch_exiting_fill(unsigned int want)
 
 static __cold void kpatch_exiting_refill(struct work_struct *work)
 {
-	kpatch_test_point(KPATCH_TEST_REFILL);
+	kpatch_test_at(KPATCH_TEST_REFILL);
 	kpatch_exiting_fill(KPATCH_EXITING_RESERVE);
 }
 
@@ -2283,6 +2293,18 @@ static struct kpatch_tp {
 };
 
 #define KPATCH_TPS_END	(kpatch_tps + ARRAY_SIZE(kpatch_tps))
+
+/*
+ * The tracepoints are found by name (kpatch_tp_find()), as their symbols
+ * are not exported; this, never called, has the compiler check each
+ * probe's type against its tracepoint's.
+ */
+static inline void __maybe_unused kpatch_probe_types(void)
+{
+	register_trace_sched_switch(kpatch_switch_probe, NULL);
+	register_trace_sched_process_exit(kpatch_exit_probe, NULL);
+	register_trace_sched_process_free(kpatch_free_probe, NULL);
+}
 
 static __cold void kpatch_tp_find(struct tracepoint *tp, void *priv)
 {
@@ -2417,8 +2439,12 @@ static int kpatch_update_publish(struct kpatch_try *try)
 	for (i = try->first_add; i < try->nr_touched; i++)
 		hlist_add_head_rcu(&try->touched[i]->node,
 				   &try->touched[i]->site->entries);
-	smp_wmb();	/* hooks and entries before SUCCESS: kpatch_redirect_slow() */
-	kpatch_test_point(KPATCH_TEST_PUBLISHED);
+	/*
+	 * Hooks and entries before SUCCESS: kpatch_redirect_slow() (the
+	 * cmpxchg of a successful kpatch_state_finish() orders them too).
+	 */
+	smp_wmb();
+	kpatch_test_at(KPATCH_TEST_PUBLISHED);
 
 	state = kpatch_state_finish(KPATCH_STATE_SUCCESS, 0);
 	if (state == KPATCH_STATE_FAILURE) {
@@ -2623,7 +2649,8 @@ static const char *kpatch_req_name(const struct kpatch_request *req)
  * never gives, nor, on a preemptible kernel, a hot function.  When a run
  * finds user tasks in its way, kpatch queues its hold on each with
  * task_work_add() -- TWA_SIGNAL if asleep interruptibly (the fake signal,
- * TIF_NOTIFY_SIGNAL: its call ends with -ERESTART*), TWA_RESUME if
+ * TIF_NOTIFY_SIGNAL: its call ends as after a signal with no handler,
+ * restarted, or with EINTR where that call returns it), TWA_RESUME if
  * preempted (it runs to the end of its call) -- turns the gate on, waits
  * until they are out, held at their return to user space, and runs again
  * at once.  While the gate is on, a user task that calls a function of the
@@ -3023,6 +3050,8 @@ static __cold void kpatch_gate_on(struct kpatch_try *try)
 	smp_store_release(&kpatch_gating, try->movers->gate);
 	kpatch_held_ever = true;
 	WARN_ON_ONCE(atomic_read(&kpatch_state) != KPATCH_STATE_IDLE);
+	/* the gate before SLOW: a call that reads SLOW (an acquire) finds it */
+	smp_wmb();
 	for (i = 0; i < try->nr_sites; i++)
 		WRITE_ONCE(try->sites[i]->target, KPATCH_TARGET_SLOW);
 }
@@ -3635,7 +3664,7 @@ MODULE_LICENSE("GPL");
 /* Test builds only (kpatch.h): kpatch_mutex held, but at KPATCH_TEST_REFILL. */
 static kpatch_test_hook_t kpatch_test_hook;
 
-static void kpatch_test_point(enum kpatch_test_point point)
+static void kpatch_test_at(enum kpatch_test_point point)
 {
 	kpatch_test_hook_t hook = READ_ONCE(kpatch_test_hook);
 

@@ -3455,8 +3455,9 @@ static int kpatch_run_command(char *cmd)
 	while ((p = strsep(&cmd, " \t")))
 		if (*p)
 			tok[ntok++] = p;
-	/* p: past the name's A-Z a-z 0-9 _ - */
-	for (p = ntok > 1 ? tok[1] : ""; isalnum(*p) || *p == '_' || *p == '-'; p++)
+	/* p: past the name's A-Z a-z 0-9 _ - (the kernel's ctype is Latin-1) */
+	for (p = ntok > 1 ? tok[1] : "";
+	     (isascii(*p) && isalnum(*p)) || *p == '_' || *p == '-'; p++)
 		;
 	if (!ntok) {
 		pr_err("empty command\n");

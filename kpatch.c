@@ -1814,9 +1814,8 @@ static int kpatch_prewalk(struct kpatch_try *try)
 	rcu_read_lock();
 	for_each_process_thread(g, t) {
 		ret = kpatch_prewalk_task(t, try);
-		if (ret && kpatch_stop_at(try, t))
+		if (ret)
 			goto out;
-		ret = 0;
 	}
 out:
 	rcu_read_unlock();
@@ -1845,7 +1844,11 @@ static bool kpatch_blocked(struct task_struct *task, unsigned int *state)
 	       refcount_read(&task->stack_refcount);
 }
 
-/* Walk @task if it can be kept from running meanwhile, or record it. */
+/*
+ * Walk @task if it can be kept from running meanwhile, or record it;
+ * nonzero: in the way, and the walk stops there (kpatch_stop_at(), also
+ * under the lock).
+ */
 static int kpatch_prewalk_task(struct task_struct *task,
 			       struct kpatch_try *try)
 {
@@ -1855,11 +1858,11 @@ static int kpatch_prewalk_task(struct task_struct *task,
 
 	raw_spin_lock_irqsave(&task->pi_lock, flags);
 	if (kpatch_blocked(task, &state))
-		ret = kpatch_walk_stack(task, try);
+		ret = kpatch_walk_stack(task, try) && kpatch_stop_at(try, task);
 	else if (state != TASK_DEAD && try->rec)
 		kpatch_record_task(try->rec, task);
 	raw_spin_unlock_irqrestore(&task->pi_lock, flags);
-	return ret;
+	return ret ? -EBUSY : 0;
 }
 
 /*
@@ -2134,7 +2137,7 @@ static int kpatch_check_task(struct kpatch_try *try, struct task_struct *task)
  * unchecked.  Price: about 200 lines, 64 records (512 on PREEMPT_RT); per
  * exit of a task two probes.
  */
-#define KPATCH_EXITING_BITS	5
+#define KPATCH_EXITING_BITS	4	/* the tasks between exit and free: few */
 #define KPATCH_EXITING_RESERVE	(IS_ENABLED(CONFIG_PREEMPT_RT) ? 512 : 64)
 
 struct kpatch_exiting {
@@ -2683,14 +2686,16 @@ MODULE_PARM_DESC(move,
 /*
  * A task the try moved or the gate caught: claimed by a cmpxchg of @task,
  * pinned, and kept until the try ends (so no other task can come to have
- * its address meanwhile).  @queued, @kicked (the fake signal for a task
- * the gate held, asleep in the way since): the mover's, under the mutex;
- * @deferred, @out: the task's own.
+ * its address meanwhile).  @queued: the mover's, under the mutex;
+ * @deferred, @out: the task's own.  @kick: the fake signals, two, as a
+ * task work of the task's own may be in the way again before the first
+ * has run; @kicking[i]: kick[i] queued and not run yet, set by the mover,
+ * cleared by the kick.
  */
 struct kpatch_slot {
 	struct task_struct *task;
-	bool queued, kicked, deferred, out;
-	struct callback_head work, kick;
+	bool queued, deferred, out, kicking[2];
+	struct callback_head work, kick[2];
 	struct kpatch_gate *gate;
 };
 
@@ -2742,13 +2747,13 @@ static int kpatch_move_one(struct kpatch_try *try, struct kpatch_blocker *b);
 static struct kpatch_slot *kpatch_gate_claim(struct kpatch_gate *g,
 					     struct task_struct *task,
 					     bool claim);
-static bool kpatch_gate_queue(struct kpatch_gate *g, struct kpatch_slot *s,
-			      enum task_work_notify_mode how);
+static bool kpatch_gate_queue(struct kpatch_gate *g, struct kpatch_slot *s);
 static void kpatch_gate_sweep(struct kpatch_gate *g);
 static void kpatch_gate_on(struct kpatch_try *try);
 static bool kpatch_move_wait(struct kpatch_try *try);
 static void kpatch_hold_fn(struct callback_head *work);
-static void kpatch_kick_fn(struct callback_head *work);
+static void kpatch_kick0_fn(struct callback_head *work);
+static void kpatch_kick1_fn(struct callback_head *work);
 static void kpatch_gate_put(struct kpatch_gate *g);
 
 /*
@@ -2811,8 +2816,8 @@ static __cold bool kpatch_stop_at(struct kpatch_try *try, struct task_struct *ta
 	how = kpatch_movable(try, task);
 	if (m && m->gate)
 		s = kpatch_gate_claim(m->gate, task, how != TWA_NONE);
-	if (s && READ_ONCE(s->out)) {
-		m->held = true;
+	if (s && READ_ONCE(s->out) && !(task->flags & PF_EXITING)) {
+		m->held = true;		/* an exiting task's hold only goes on */
 		how = TWA_NONE;
 	}
 	if (!m || how == TWA_NONE) {
@@ -2918,6 +2923,7 @@ static __cold bool kpatch_move_out(struct kpatch_try *try, int ret)
 static __cold bool kpatch_still_in_way(struct kpatch_try *try,
 				       struct task_struct *task)
 {
+	struct kpatch_refused why = try->refused;	/* what the run says */
 	unsigned long flags;
 	unsigned int state;
 	bool ret;
@@ -2926,42 +2932,51 @@ static __cold bool kpatch_still_in_way(struct kpatch_try *try,
 	ret = kpatch_blocked(task, &state) && (state & TASK_INTERRUPTIBLE) &&
 	      kpatch_walk_stack(task, try);
 	raw_spin_unlock_irqrestore(&task->pi_lock, flags);
+	try->refused = why;
 	return ret;
 }
 
 /*
- * Move @b's task out of the way: its hold queued, or the fake signal sent
- * if the gate queued its hold before it was asleep in the way.  Returns 1
- * if moved now, 0 if moving already, -1 if no slot is left.  A task
- * listed asleep that is no longer in the way gets no signal: its hold
- * waits for its next return to user space, as a task the gate caught.
+ * Move @b's task out of the way: its hold queued (TWA_RESUME), then, for a
+ * task asleep in the way, the fake signal, the kick.  The hold comes first:
+ * then a task that leaves the way meanwhile is held at its next return to
+ * user space, before any other call, and a kick that comes late finds it
+ * there, in a sleep it does not end.  A task listed asleep that is no
+ * longer in the way gets no kick.  Returns 1 if moved now, 0 if moving
+ * already, -1 if no slot is left.
  */
 static __cold int kpatch_move_one(struct kpatch_try *try, struct kpatch_blocker *b)
 {
 	struct kpatch_gate *g = try->movers->gate;
 	struct kpatch_slot *s = b->slot ?: kpatch_gate_claim(g, b->task, true);
-	enum task_work_notify_mode how = b->how;
+	struct callback_head *kick;
+	unsigned int i;
+	int ret = 0;
 
 	b->slot = s;
 	if (!s)
 		return -1;
-	if (how == TWA_SIGNAL && (s->kicked || READ_ONCE(s->out) ||
-				  !kpatch_still_in_way(try, b->task)))
-		how = TWA_RESUME;
-	if (!s->queued)
-		return kpatch_gate_queue(g, s, how) ? 1 : -1;
-	if (how == TWA_SIGNAL) {
-		/* the kick holds a reference: it may run after the hold */
-		s->kicked = true;
-		init_task_work(&s->kick, kpatch_kick_fn);
+	if (!s->queued) {
+		if (!kpatch_gate_queue(g, s))
+			return -1;
+		ret = 1;
+	}
+	i = READ_ONCE(s->kicking[0]);
+	if (b->how == TWA_SIGNAL && !READ_ONCE(*(s->kicking + i)) &&
+	    !READ_ONCE(s->out) && kpatch_still_in_way(try, b->task)) {
+		/* a kick holds a reference: it may run after the hold */
+		WRITE_ONCE(*(s->kicking + i), true);
+		kick = s->kick + i;
+		init_task_work(kick, i ? kpatch_kick1_fn : kpatch_kick0_fn);
 		refcount_inc(&g->ref);
 		__module_get(THIS_MODULE);
-		if (task_work_add(s->task, &s->kick, TWA_SIGNAL)) {
+		if (task_work_add(s->task, kick, TWA_SIGNAL)) {
+			WRITE_ONCE(*(s->kicking + i), false);
 			module_put(THIS_MODULE);
 			kpatch_gate_put(g);
 		}
 	}
-	return 0;
+	return ret;
 }
 
 /*
@@ -3013,16 +3028,18 @@ static struct kpatch_slot *notrace kpatch_gate_claim(struct kpatch_gate *g,
 	return NULL;
 }
 
-/* Queue the hold on slot @s's task; false if it is past its task work. */
-static bool kpatch_gate_queue(struct kpatch_gate *g, struct kpatch_slot *s,
-			      enum task_work_notify_mode how)
+/*
+ * Queue the hold on slot @s's task, TWA_RESUME: no wake-up, no signal;
+ * false if it is past its task work.
+ */
+static bool kpatch_gate_queue(struct kpatch_gate *g, struct kpatch_slot *s)
 {
 	s->queued = true;
 	s->gate = g;
 	init_task_work(&s->work, kpatch_hold_fn);
 	refcount_inc(&g->ref);
 	__module_get(THIS_MODULE);
-	if (!task_work_add(s->task, &s->work, how))
+	if (!task_work_add(s->task, &s->work, TWA_RESUME))
 		return true;
 	module_put(THIS_MODULE);
 	refcount_dec(&g->ref);
@@ -3038,7 +3055,7 @@ static __cold void kpatch_gate_sweep(struct kpatch_gate *g)
 	for (s = g->slot; s < g->slot + BIT(g->bits); s++)
 		/* pairs with kpatch_gate_claim()'s cmpxchg (full barrier) */
 		if (!s->queued && smp_load_acquire(&s->task))
-			kpatch_gate_queue(g, s, TWA_RESUME);
+			kpatch_gate_queue(g, s);
 }
 
 /* Calls of @try's sites take the slow path, and with it the gate. */
@@ -3165,11 +3182,24 @@ static __cold void kpatch_movers_free(struct kpatch_try *try)
 	try->movers = NULL;
 }
 
-/* The fake signal for a task held by the gate: its work only wakes it. */
-static __cold void kpatch_kick_fn(struct callback_head *work)
+/* A fake signal has run: it only woke the task.  Its bit before its reference. */
+static __cold void kpatch_kick_done(struct kpatch_slot *s, unsigned int i)
 {
-	kpatch_gate_put(container_of(work, struct kpatch_slot, kick)->gate);
+	struct kpatch_gate *g = s->gate;
+
+	WRITE_ONCE(*(s->kicking + i), false);
+	kpatch_gate_put(g);
 	module_put(THIS_MODULE);	/* see above, on kpatch_exit() */
+}
+
+static __cold void kpatch_kick0_fn(struct callback_head *work)
+{
+	kpatch_kick_done(container_of(work, struct kpatch_slot, kick[0]), 0);
+}
+
+static __cold void kpatch_kick1_fn(struct callback_head *work)
+{
+	kpatch_kick_done(container_of(work, struct kpatch_slot, kick[1]), 1);
 }
 
 static void kpatch_gate_put(struct kpatch_gate *g)

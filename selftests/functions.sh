@@ -79,7 +79,8 @@ KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_going kpatch_test_fold"
 KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_stress"
 KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_kprobe kpatch_test_api kpatch_test_exit"
 KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_coming kpatch_test_many"
-KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_busy kpatch_test_move kpatch_test_new kpatch_test_target"
+KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_busy kpatch_test_move kpatch_test_hold"
+KP_TEST_MODULES="$KP_TEST_MODULES kpatch_test_new kpatch_test_target"
 
 KP_SUITE=$(basename "$0" .sh | sed 's/^test-//; s/^[0-9]*-//')
 KP_TEST=

@@ -1631,7 +1631,7 @@ test_scripts() {
 # hooks, the stack check and its waits, the redirect and the ftrace users
 # beside it), not the long stress scripts, which would add some 20 minutes
 # of guest time to CI.
-RT_TESTS="00-taint api bpf burst busy bystanders errors exiting hooks kprobed moving own ownpath
+RT_TESTS="00-taint api bpf burst busy bystanders errors exiting holds hooks kprobed moving own ownpath
 pieces pinning replace retries sibling sites stacking staticcall waiting"
 
 # kernel_scripts KVER: test_scripts, or on a PREEMPT_RT kernel with no

@@ -184,4 +184,9 @@ int kpatch_test_move_register_new(struct kpatch_module *kpmod);
 int kpatch_test_move_hrtimeout(ktime_t *expires, u64 delta,
 			       const enum hrtimer_mode mode, clockid_t clock_id);
 
+/* kpatch_test_hold.ko */
+ssize_t kpatch_test_hold_wait_old(char *buf);
+ssize_t kpatch_test_hold_wait_new(char *buf);
+void kpatch_test_hold_task_work_run(void);
+
 #endif /* _KPATCH_TEST_H */

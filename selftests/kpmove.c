@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * kpmove - user tasks for the kpatch selftests of moving tasks out of an
- * update's way (test-moving.sh) and for make bench.
+ * update's way (test-moving.sh, test-holds.sh) and for make bench.
  *
  * Usage:
  *   kpmove read FILE         read FILE once; print what it returned, or
  *                            "error NAME" (EINTR, ...), and the
  *                            milliseconds it took: "old 12"
+ *   kpmove readpoll FILE MS  read FILE once, as "read" does, then
+ *                            epoll_wait(2) MS milliseconds on an empty
+ *                            epoll (made before the read); print both:
+ *                            "read old 12", then "epoll_wait 0 1001" or
+ *                            "epoll_wait error EINTR 40"
  *   kpmove poll MS           poll(2) no file for MS milliseconds; print
  *                            what it returned, or "error NAME", and the
  *                            milliseconds it took: "0 2001"
@@ -114,6 +119,32 @@ static int do_write(const char *file, const char *str)
 	}
 	printf("OK %ld\n", t1 - t0);
 	return 0;
+}
+
+static int do_readpoll(const char *file, const char *ms)
+{
+	int ep = epoll_create1(0);
+	struct epoll_event ev;
+	long t0;
+	int n, ret;
+
+	if (ep < 0) {
+		perror("epoll_create1");
+		return 2;
+	}
+	printf("read ");
+	ret = do_read(file);
+	if (ret == 2)
+		return ret;
+	t0 = now_ms();
+	n = epoll_wait(ep, &ev, 1, atoi(ms));
+	if (n < 0) {
+		printf("epoll_wait error %s %ld\n", errname(errno),
+		       now_ms() - t0);
+		return 1;
+	}
+	printf("epoll_wait %d %ld\n", n, now_ms() - t0);
+	return ret;
 }
 
 static int do_poll(const char *ms)
@@ -252,6 +283,8 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	if (argc == 3 && !strcmp(argv[1], "read"))
 		return do_read(argv[2]);
+	if (argc == 4 && !strcmp(argv[1], "readpoll"))
+		return do_readpoll(argv[2], argv[3]);
 	if (argc == 3 && !strcmp(argv[1], "poll"))
 		return do_poll(argv[2]);
 	if (argc == 2 && !strcmp(argv[1], "now")) {
@@ -269,7 +302,8 @@ int main(int argc, char **argv)
 		return do_pipe(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "epoll"))
 		return do_epoll(argv[2]);
-	fprintf(stderr, "usage: kpmove read FILE | poll MS | now | write FILE STRING\n"
+	fprintf(stderr, "usage: kpmove read FILE | readpoll FILE MS | poll MS | now\n"
+		"       kpmove write FILE STRING\n"
 		"       kpmove hot N STOPFILE [NICE] | nap STOPFILE\n"
 		"       kpmove pipe STOPFILE | epoll STOPFILE\n");
 	return 2;

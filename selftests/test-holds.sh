@@ -41,11 +41,26 @@
 #   on, and its read, once the test ends that sleep, answers "old" with no
 #   EINTR; the log says what the hook did, whom the patch moved, and the
 #   patch.
+# - A task woken between kpatch's last look and its fake signal gets no
+#   EINTR: the reader reads once, then epoll_wait(2)s 1 s on nothing
+#   (kpmove readpoll), on CPU 1, the writer on CPU 0.  A kprobe on
+#   task_work_add(), armed for the reader, stands in for a writer
+#   preempted after its look at the reader asleep in the way: at kpatch's
+#   first task work with TWA_SIGNAL for the reader, it lets the reader out
+#   of its wait and holds the writer back until the reader sleeps again,
+#   in kpatch's hold (queued before the signal: the reader is held at its
+#   return to user space, before any other call) or, were the hold queued
+#   only with the signal, in its epoll_wait(), which the signal ends with
+#   EINTR.  The kprobe fired once (the window was there); the patch
+#   applies in one write; the read answers "old" and epoll_wait() returns
+#   0 after its full time; the log says where the kprobe found the
+#   reader, whom the patch moved, and the patch.
 #
-# The cases wait for conditions (wait_until, the hook's wait); from the
-# clock they take kpatch's own: the reader, woken on a guest with nothing
-# else to run, reaches its next wait well within a round of kpatch
-# (KPATCH_MOVE_WAIT_MS, 500 ms) and within the retry delay (1 s).
+# The cases wait for conditions (wait_until, the hook's wait, the
+# kprobe's); from the clock they take kpatch's own: the reader, woken on a
+# guest with nothing else to run, reaches its next wait well within a
+# round of kpatch (KPATCH_MOVE_WAIT_MS, 500 ms) and within the retry delay
+# (1 s); the kprobe waits 2 s at most (delay_ms).
 #
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
@@ -58,7 +73,7 @@ readers=
 
 # holds_cleanup: let every reader and its task work go
 holds_cleanup() {
-	for _hc in hold=0 work=N stay=N away=N release=N; do
+	for _hc in armed=N hold=0 work=N stay=N away=N release=N; do
 		echo "${_hc#*=}" 2>/dev/null >"/sys/module/$MOD/parameters/${_hc%%=*}"
 	done
 	for _hc in $readers; do
@@ -240,5 +255,47 @@ kpatch: patch 'h3' enabled (1 function)
 % echo N > /sys/module/$MOD/parameters/away
 EOF
 expect_ok unpatch h3
+set_param kpatch retries "$retries"
+check_no_splat
+
+start_test "a task woken between kpatch's last look and its fake signal gets no EINTR"
+ms=1000
+log_mark
+set_param kpatch retries 0
+mparam hold 1
+log_command "taskset -c 1 kpmove readpoll $READ $ms > r4 &"
+taskset -c 1 "$KPMOVE" readpoll "$READ" "$ms" >"$KP_TMP/r4" 2>&1 &
+pid=$!
+readers="$readers $pid"
+check "the reader sleeps in kpatch_test_hold_wait_old" wait_until sleeping_is 1
+mparam victim "$pid"
+mparam armed Y
+log_kp "patch h4 $old $new" "(on CPU 0)"
+_w=$(taskset -c 0 "$KPMOVE" write "$KP_CONTROL" "patch h4 $old $new")
+diag "$_w ms"
+check_eq "patch h4 -> OK, in one write" OK "${_w%% *}"
+# (should the kprobe not have fired, the reader is let go all the same)
+check_eq "the kprobe held back kpatch's fake signal for the reader, once" 1 \
+	"$(modparam "$MOD" fired)" || { mparam armed N; mparam hold 0; }
+readers_done
+diag "$(cat "$KP_TMP/r4")"
+check_eq "the read ends normally, with the old function's answer" old \
+	"$(sed -n 's/^read //p' "$KP_TMP/r4" | sed 's/ [0-9]*$//')"
+check_eq "its epoll_wait(), out of the way, returns 0: no EINTR" 0 \
+	"$(sed -n 's/^epoll_wait //p' "$KP_TMP/r4" | sed 's/ [0-9]*$//')"
+waited=$(sed -n 's/^epoll_wait .* \([0-9][0-9]*\)$/\1/p' "$KP_TMP/r4")
+check "its epoll_wait() waits its full $ms ms" [ "${waited:-0}" -ge "$ms" ]
+check_transcript "the kprobe found the reader held, then kpatch moved it, and patched" "$MOD" <<EOF
+% echo 0 > /sys/module/kpatch/parameters/retries
+% echo 1 > /sys/module/$MOD/parameters/hold
+% taskset -c 1 kpmove readpoll $READ $ms > r4 &
+% echo $pid > /sys/module/$MOD/parameters/victim
+% echo Y > /sys/module/$MOD/parameters/armed
+% echo 'patch h4 $old $new' > control (on CPU 0)
+$MOD: kpatch's fake signal for pid $pid, held back: hold 0; the reader is held before any other call
+kpatch: patch 'h4' busy: moving 1 task out of the way: pid $pid (kpmove)
+kpatch: patch 'h4' enabled (1 function)
+EOF
+expect_ok unpatch h4
 set_param kpatch retries "$retries"
 check_no_splat

@@ -25,6 +25,14 @@
  *   function of no update, while "away" is Y.  A signal ends that wait
  *   with -EINTR, as one ends epoll_wait(2), which the read returns; it
  *   counts in "interrupted".  "away_sleeping" reads the tasks in that wait.
+ * - A late fake signal: a kprobe on task_work_add().  While "armed" is Y,
+ *   the first task work that another task queues with TWA_SIGNAL on the
+ *   task whose pid "victim" names (kpatch's fake signal) sets "armed" to
+ *   N, counts in "fired", sets "hold" to 0 and wakes that task, and holds
+ *   the caller back, as a preemption or a vCPU steal would, until the
+ *   task, its read done, sleeps again off its runqueue: interruptibly,
+ *   out of the read's wait (as in epoll_wait(2)), or in kpatch's hold
+ *   (killable, TASK_NOLOAD); "delay_ms" at most.  It logs which.
  *
  * kpatch_test_hold_task_work_run() is the kernel's task_work_run(), in
  * which every hold of kpatch runs, given the address of the kernel's
@@ -49,11 +57,14 @@
 #include <linux/delay.h>
 #include <linux/fs.h>
 #include <linux/jiffies.h>
+#include <linux/kprobes.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/ptrace.h>
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
 #include <linux/task_work.h>
+#include <linux/timekeeping.h>
 #include <linux/wait.h>
 
 #include "kpatch.h"
@@ -105,6 +116,7 @@ static atomic_t kicked = ATOMIC_INIT(0);
 static atomic_t worked = ATOMIC_INIT(0);
 static atomic_t away_sleeping = ATOMIC_INIT(0);
 static atomic_t interrupted = ATOMIC_INIT(0);
+static atomic_t fired = ATOMIC_INIT(0);
 
 static int kpatch_hold_atomic_get(char *buffer, const struct kernel_param *kp)
 {
@@ -120,6 +132,7 @@ module_param_cb(kicked, &kpatch_hold_atomic_ops, &kicked, 0444);
 module_param_cb(worked, &kpatch_hold_atomic_ops, &worked, 0444);
 module_param_cb(away_sleeping, &kpatch_hold_atomic_ops, &away_sleeping, 0444);
 module_param_cb(interrupted, &kpatch_hold_atomic_ops, &interrupted, 0444);
+module_param_cb(fired, &kpatch_hold_atomic_ops, &fired, 0444);
 
 #ifdef KPATCH_TEST_HOOKS
 /* The task references of the last reader to wait, as it began to. */
@@ -276,6 +289,74 @@ void kpatch_test_hold_task_work_run(void)
 	}
 }
 
+/* ---- the late fake signal ---- */
+
+static int victim;
+module_param(victim, int, 0644);
+MODULE_PARM_DESC(victim, "the pid of the task whose fake signal the kprobe holds back");
+
+static bool armed;
+module_param(armed, bool, 0644);
+MODULE_PARM_DESC(armed, "Y: the kprobe holds back the next fake signal for \"victim\" (then N)");
+
+static unsigned int delay_ms = 2000;
+module_param(delay_ms, uint, 0644);
+MODULE_PARM_DESC(delay_ms, "how long the kprobe holds back a fake signal at most (ms)");
+
+enum { LATE_RUNNING, LATE_ELSEWHERE, LATE_HELD };
+
+/* Where @t is: asleep off its runqueue out of the read's wait, or not. */
+static int kpatch_hold_late_where(struct task_struct *t)
+{
+	unsigned int state = READ_ONCE(t->__state);
+
+	if (READ_ONCE(t->on_rq) || atomic_read(&sleeping))
+		return LATE_RUNNING;
+	if (state & TASK_NOLOAD)	/* kpatch's hold */
+		return LATE_HELD;
+	return state & TASK_INTERRUPTIBLE ? LATE_ELSEWHERE : LATE_RUNNING;
+}
+
+/* task_work_add(task, work, mode); preemption off. */
+static int kpatch_hold_late_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	struct task_struct *t = (void *)regs_get_kernel_argument(regs, 0);
+	int mode = regs_get_kernel_argument(regs, 2);
+	u64 start, now;
+	int where;
+
+	if (mode != TWA_SIGNAL || t == current || !READ_ONCE(armed) ||
+	    task_pid_nr(t) != READ_ONCE(victim) || !xchg(&armed, false))
+		return 0;
+	atomic_inc(&fired);
+	WRITE_ONCE(hold, false);
+	wake_up_process(t);
+	start = ktime_get_mono_fast_ns();
+	for (;;) {
+		where = kpatch_hold_late_where(t);
+		now = ktime_get_mono_fast_ns();
+		if (where != LATE_RUNNING ||
+		    now - start >= (u64)READ_ONCE(delay_ms) * NSEC_PER_MSEC)
+			break;
+		cpu_relax();
+	}
+	if (where == LATE_HELD)
+		pr_info("kpatch's fake signal for pid %d, held back: hold 0; the reader is held before any other call\n",
+			task_pid_nr(t));
+	else if (where == LATE_ELSEWHERE)
+		pr_info("kpatch's fake signal for pid %d, held back: hold 0; the reader left the way, asleep interruptibly elsewhere\n",
+			task_pid_nr(t));
+	else
+		pr_warn("kpatch's fake signal for pid %d, held back: hold 0; the reader is not asleep after %u ms\n",
+			task_pid_nr(t), READ_ONCE(delay_ms));
+	return 0;
+}
+
+static struct kprobe kpatch_hold_late_kp = {
+	.symbol_name	= "task_work_add",
+	.pre_handler	= kpatch_hold_late_pre,
+};
+
 /* ---- the test hook ---- */
 
 #ifdef KPATCH_TEST_HOOKS
@@ -355,11 +436,18 @@ static struct dentry *kpatch_hold_dir;
 
 static int __init kpatch_test_hold_init(void)
 {
-#ifdef KPATCH_TEST_HOOKS
-	int ret = kpatch_test_set_hook(kpatch_hold_hook);
+	int ret = register_kprobe(&kpatch_hold_late_kp);
 
-	if (ret)
+	if (ret) {
+		pr_err("register_kprobe(task_work_add) failed: %d\n", ret);
 		return ret;
+	}
+#ifdef KPATCH_TEST_HOOKS
+	ret = kpatch_test_set_hook(kpatch_hold_hook);
+	if (ret) {
+		unregister_kprobe(&kpatch_hold_late_kp);
+		return ret;
+	}
 #endif
 	kpatch_hold_dir = debugfs_create_dir(KBUILD_MODNAME, NULL);
 	debugfs_create_file("read", 0444, kpatch_hold_dir, NULL,
@@ -373,6 +461,7 @@ static void __exit kpatch_test_hold_exit(void)
 	kpatch_test_set_hook(NULL);
 #endif
 	debugfs_remove_recursive(kpatch_hold_dir);
+	unregister_kprobe(&kpatch_hold_late_kp);
 }
 
 module_init(kpatch_test_hold_init);

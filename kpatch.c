@@ -187,7 +187,8 @@ static void kpatch_test_at(enum kpatch_test_point point);
 
 /*
  * A refused update is tried again up to kpatch_retries more times, after
- * kpatch_retry_delay_ms each, kpatch_mutex held: at most 60 s of sleeps.
+ * kpatch_retry_delay_ms each, kpatch_mutex held; none starts 60 s after
+ * the first.
  */
 #define KPATCH_RETRIES_MAX		100U
 #define KPATCH_RETRY_DELAY_MS_MAX	10000U
@@ -2651,12 +2652,12 @@ static const char *kpatch_req_name(const struct kpatch_request *req)
  * in the code it changes, which a task asleep there (a read, a futex wait)
  * never gives, nor, on a preemptible kernel, a hot function.  When a run
  * finds user tasks in its way, kpatch queues its hold on each with
- * task_work_add() -- TWA_SIGNAL if asleep interruptibly (the fake signal,
- * TIF_NOTIFY_SIGNAL: its call ends as after a signal with no handler,
- * restarted, or with EINTR where that call returns it), TWA_RESUME if
- * preempted (it runs to the end of its call) -- turns the gate on, waits
- * until they are out, held at their return to user space, and runs again
- * at once.  While the gate is on, a user task that calls a function of the
+ * task_work_add(TWA_RESUME), and on one still asleep interruptibly there
+ * the fake signal, a kick (TWA_SIGNAL, TIF_NOTIFY_SIGNAL: its call ends
+ * as after a signal with no handler, restarted, or with EINTR where that
+ * call returns it); one preempted there runs to the end of its call.  It
+ * turns the gate on, waits until they are out, held at their return to
+ * user space, and runs again at once.  While the gate is on, a user task that calls a function of the
  * try takes the slow path (target KPATCH_TARGET_SLOW, the state IDLE),
  * which only claims a slot for it, in any task context, and the mover
  * queues its hold with TWA_RESUME: it notices only a delay.  When the try

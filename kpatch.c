@@ -2653,26 +2653,26 @@ static const char *kpatch_req_name(const struct kpatch_request *req)
  * never gives, nor, on a preemptible kernel, a hot function.  When a run
  * finds user tasks in its way, kpatch queues its hold on each with
  * task_work_add(TWA_RESUME), and on one still asleep interruptibly there
- * the fake signal, a kick (TWA_SIGNAL, TIF_NOTIFY_SIGNAL: its call ends
- * as after a signal with no handler, restarted, or with EINTR where that
- * call returns it); one preempted there runs to the end of its call.  It
- * turns the gate on, waits until they are out, held at their return to
- * user space, and runs again at once.  While the gate is on, a user task that calls a function of the
- * try takes the slow path (target KPATCH_TARGET_SLOW, the state IDLE),
- * which only claims a slot for it, in any task context, and the mover
- * queues its hold with TWA_RESUME: it notices only a delay.  When the try
- * ends, the held tasks go on; an interrupted call restarts in the version
- * then in effect (Documentation.txt, "Moving busy tasks").  Never moved,
- * and named: kernel
- * threads, user workers, tasks asleep uninterruptibly or killably,
- * exiting, stopped or traced tasks, the writer.  Not held by the gate: the
- * writer, realtime and deadline tasks.  Bounds: KPATCH_MOVE_ROUNDS rounds
- * of KPATCH_MOVE_WAIT_MS; a gate holds twice the tasks in the way its first
- * run found and 128 more, half of it for the gate's callers.
- * Without it (move=N): a try refused by a sleeping or preempted task
- * fails once the retries are spent.  Price: about 300 lines; nothing per
- * call but while a gate is on; per try the list of the tasks in the way,
- * and a gate if it moves any.
+ * the fake signal, a kick (TWA_SIGNAL, TIF_NOTIFY_SIGNAL: its call ends as
+ * after a signal with no handler, restarted, or with EINTR where that call
+ * returns it); one preempted there runs to the end of its call.  It turns
+ * the gate on, waits until they are out, held at their return to user
+ * space, and runs again at once.  While the gate is on, a user task that
+ * calls a function of the try takes the slow path (target
+ * KPATCH_TARGET_SLOW, the state IDLE), which only claims a slot for it, in
+ * any task context, and the mover queues its hold with TWA_RESUME: it
+ * notices only a delay.  When the try ends, the held tasks go on; an
+ * interrupted call restarts in the version then in effect
+ * (Documentation.txt, "Moving busy tasks").  Never moved, and named: kernel
+ * threads, user workers, tasks asleep uninterruptibly or killably, exiting,
+ * stopped or traced tasks, the writer.  Not held by the gate: the writer,
+ * realtime and deadline tasks.  Bounds: KPATCH_MOVE_ROUNDS rounds of
+ * KPATCH_MOVE_WAIT_MS; a gate holds twice the tasks in the way its first
+ * run found and 128 more, half of it for the gate's callers.  Without it
+ * (move=N): a try refused by a sleeping or preempted task fails once the
+ * retries are spent.  Price: about 350 lines; nothing per call but while a
+ * gate is on; per try the list of the tasks in the way, and a gate if it
+ * moves any.
  */
 static bool kpatch_move = true;
 module_param_named(move, kpatch_move, bool, 0644);

@@ -926,11 +926,16 @@ static __cold int kpatch_try_once(struct kpatch_try *try)
 			ret = kpatch_run(try);
 		while (ret && kpatch_move_out(try, ret));
 		kpatch_movers_free(try);
-		kpatch_record_stop(try);
 		if (ret)
 			kpatch_cancel_hooks(try);
 	}
 	kpatch_sites_release(try);	/* those left with no entry */
+	/*
+	 * After the release: the record's freeing wakes a kworker, and a
+	 * task runnable when unregister_ftrace_function()'s RCU-tasks wait
+	 * looks is waited for again only HZ/10 later.
+	 */
+	kpatch_record_stop(try);
 	if (!ret)
 		kpatch_commit(try);
 	else if (add)

@@ -571,7 +571,11 @@ check_no_splat
 
 start_test "a task at the address of a moved task that exited is moved too"
 log_mark
-set_param kpatch retries 0
+# A try waits 500 ms for the tasks it moved; a guest starved by its host
+# can take longer, and that try is refused: retries make the check one of
+# kpatch, not of the host's load.  A task at a recycled address that was
+# not moved would sleep in the way through every try.
+set_param kpatch retries 3
 refused=0
 for round in 1 2 3 4; do
 	mparam hold 1
@@ -600,7 +604,7 @@ for round in 1 2 3 4; do
 		expect_ok unpatch "k$round"
 	fi
 done
-check_eq "every patch applied in one write" 0 "$refused"
+check_eq "every patch applied" 0 "$refused"
 set_param kpatch retries "$retries"
 check_no_splat
 

@@ -1519,14 +1519,17 @@ check_guest() {
 
 # ------------------------------------------------------------------ run ----
 
-PASS=0 FAIL=0 SKIP=0 TAPN=0
+PASS=0 FAIL=0 SKIP=0 TAPN=0 FAILED=() TAPKVER=
 tap_line() { # tap_line "ok|not ok|skip" DESC
 	local desc=${2//#/\\#}
 	TAPN=$((TAPN + 1))
 	case $1 in
 	ok) PASS=$((PASS + 1)); echo "ok $TAPN - $desc" ;;
 	skip) SKIP=$((SKIP + 1)); echo "ok $TAPN - $desc # SKIP" ;;
-	*) FAIL=$((FAIL + 1)); echo "not ok $TAPN - $desc" ;;
+	*)
+		FAIL=$((FAIL + 1)) FAILED+=("$TAPKVER: not ok $TAPN - $desc")
+		echo "not ok $TAPN - $desc"
+		;;
 	esac
 }
 
@@ -1775,7 +1778,7 @@ run_guest() {
 report_kernel() {
 	local kver=$1 n=$2 dir=$BUILDROOT/$1 tmo ltmo g gdir label
 	read -r tmo ltmo < <(kernel_timeouts "$kver")
-	TAPN=0
+	TAPN=0 TAPKVER=$kver
 	echo "# kernel $kver"
 	if [[ $(cat "$BUILDROOT/$kver.built" 2>/dev/null) != 0 ]]; then
 		tap_line "not ok" "$kver: build"
@@ -1849,6 +1852,8 @@ cmd_run() {
 	done
 	local summary="$PASS passed, $FAIL failed"
 	if ((SKIP)); then summary+=", $SKIP skipped"; fi
+	# The failures again, last, where a log's tail shows them.
+	if ((FAIL)); then printf '# failed: %s\n' "${FAILED[@]}"; fi
 	echo "$summary"
 	if ((FAIL)); then rc=1; fi
 	return "$rc"

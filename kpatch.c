@@ -105,10 +105,9 @@ reliable stack traces, KALLSYMS, DEBUG_FS, SYSFS and TRACEPOINTS"
 #endif
 
 /*
- * Wait until no CPU is in a section with preemption off that began before
- * (the slow path, ftrace's list function).  synchronize_rcu() waits for it
- * where RCU watches; where tracing may run while RCU does not, the rude
- * flavour of RCU tasks, which a kernel may make a no-op: so both.
+ * Wait for every section with preemption off that began before (the slow
+ * path, ftrace's list function): synchronize_rcu() where RCU watches, and
+ * rude RCU tasks (maybe a no-op) where tracing runs while RCU does not.
  */
 #ifdef CONFIG_TASKS_RUDE_RCU
 #define kpatch_sync_preempt_off()	\
@@ -185,20 +184,14 @@ static void kpatch_test_at(enum kpatch_test_point point);
 #define KPATCH_CMD_MAX		4096
 #define kpatch_echo_len(word)	((int)strnlen(word, 32))
 
-/*
- * A refused update is tried again up to kpatch_retries more times, after
- * kpatch_retry_delay_ms each, kpatch_mutex held; none starts 60 s after
- * the first.
- */
+/* Retries, kpatch_mutex held (Documentation.txt, 1.4); none after 60 s. */
 #define KPATCH_RETRIES_MAX		100U
 #define KPATCH_RETRY_DELAY_MS_MAX	10000U
 #define KPATCH_RETRY_TOTAL_MS		60000U
-
 static unsigned int kpatch_retries = 3;
 module_param_named(retries, kpatch_retries, uint, 0644);
 MODULE_PARM_DESC(retries,
 		 "tries after the first when the stack check refuses an update (default 3, at most 100; at most 60 s of retry_delay_ms in all)");
-
 static unsigned int kpatch_retry_delay_ms = 20;
 module_param_named(retry_delay_ms, kpatch_retry_delay_ms, uint, 0644);
 MODULE_PARM_DESC(retry_delay_ms,
@@ -232,10 +225,7 @@ struct kpatch_entry {
 	enum kpatch_op op;
 };
 
-/*
- * kpatch's record of a patch, from request to removal; @own: its
- * kpatch_module is kpatch's (the control file's).
- */
+/* kpatch's record of a patch; @own: its kpatch_module is kpatch's. */
 struct kpatch_patch {
 	struct list_head list;		/* in kpatch_patches while enabled */
 	struct kpatch_module *kpmod;
@@ -253,19 +243,12 @@ struct kpatch_patch {
 static LIST_HEAD(kpatch_patches);
 
 /*
- * A site: the ftrace call site of a patched function, hooked by an
- * ftrace_ops of its own, with its entries, newest first, the first of
- * which runs; made before the update that first patches its function,
- * freed after the one that leaves it no entry.  Its calls go where
- * @target says: above KPATCH_TARGET_SLOW to that new function, 0 on into
- * the old one, KPATCH_TARGET_SLOW through the state machine (while an
- * update changes the site, or a gate is on).  It pins its function's
- * module and kpatch while it hooks the function.  Sites live in
- * kpatch_sites by ip, under kpatch_mutex; the handler finds its site as
- * the container of its ftrace_ops.
+ * A site (Documentation.txt, 3.1): an ftrace call site, its own ftrace_ops,
+ * its entries; @target as in the header's words.  It pins its function's
+ * module and kpatch.  In kpatch_sites by ip, under kpatch_mutex; the
+ * handler finds it as the container of its ftrace_ops.
  */
 #define KPATCH_TARGET_SLOW	1UL
-
 struct kpatch_site {
 	struct ftrace_ops ops;		/* filter: @ip */
 	unsigned long target;		/* see above */
@@ -278,7 +261,6 @@ struct kpatch_site {
 /* Looked up on the control path only, under kpatch_mutex: small. */
 static DEFINE_HASHTABLE(kpatch_sites, 4);
 
-/* The site at @ip, or NULL. */
 static struct kpatch_site *kpatch_site_find(unsigned long ip)
 {
 	struct kpatch_site *site;
@@ -302,30 +284,16 @@ static struct kpatch_entry *kpatch_top(struct kpatch_site *site)
  */
 
 /*
- * The state machine that keeps the redirect consistent while an update
- * changes the entries under it.
- *
- *                     +---> SUCCESS ---+
- *   IDLE ---> UPDATING                 +---> IDLE
- *                     +---> FAILURE ---+
- *
- * The fast path (a site's target) looks at no state; the state machine
- * guards the slow path, which the calls of every site an update changes
- * take while it runs.  Only the stop_machine() callback writes either;
- * next to it still run NMIs, the other CPUs' stop_machine() loops, and the
- * stop and undo hooks on its own CPU.
- * IDLE: no update changes the entries; the first entry of a site runs.
- * UPDATING: set by the callback before the stack check.  A caller that
- * finds it moves it to FAILURE and names its function: it is proof that a
- * function the update changes ran during it, which the stack check
- * refuses.
- * FAILURE: the update will not take effect: entries being added are
- * skipped, those being taken out still count.
- * SUCCESS: the update has published all its entries and wins: entries
- * being taken out are skipped even before they are unlinked.
- * After stop_machine() the writer returns to IDLE, waits with
- * synchronize_rcu() for the callers (NMIs) that read the state before,
- * and only then clears entry->op and frees what went out.
+ * The state machine (Documentation.txt, 3.2): IDLE -> UPDATING -> SUCCESS
+ * or FAILURE -> IDLE, for the slow path, which every call of a site an
+ * update changes takes while it runs.  Only the stop_machine() callback
+ * writes it; beside it run NMIs, other CPUs' stop_machine() loops, and the
+ * stop and undo hooks.  A caller that finds UPDATING (set before the stack
+ * check) moves it to FAILURE, naming its function; FAILURE skips entries
+ * being added, SUCCESS those being taken out.  After stop_machine() the
+ * writer returns to IDLE, waits with synchronize_rcu() for the callers
+ * (NMIs) that read the state before, and only then clears entry->op and
+ * frees what went out.
  */
 enum {
 	KPATCH_STATE_IDLE,
@@ -336,29 +304,26 @@ enum {
 
 static atomic_t kpatch_state = ATOMIC_INIT(KPATCH_STATE_IDLE);
 
-/*
- * The function whose call moved UPDATING to FAILURE, for the log: from an
- * NMI, from a stop or undo hook (on kpatch_hook_cpu), or from kpatch's own
- * update path (a stopper's loop, the stack check), never patchable.
- */
+/* The call that moved UPDATING to FAILURE, for the log: in an NMI? a hook? */
 static unsigned long kpatch_failed_ip;
 static bool kpatch_failed_nmi, kpatch_failed_hook;
 static int kpatch_hook_cpu = -1;
 
-/* The gate of a try moving tasks out of its way, or NULL: see there. */
+/*
+ * The gate of a try moving tasks out of its way, or NULL: set and cleared
+ * under kpatch_mutex, read with preemption off, and freed only after
+ * kpatch_sync_preempt_off() has waited for those reads.
+ */
 struct kpatch_gate;
 static struct kpatch_gate *kpatch_gating;
 static void kpatch_gate_pass(struct kpatch_gate *g);
-
 static int kpatch_state_finish(int state, unsigned long ip);
 static noinline void kpatch_redirect_slow(struct kpatch_site *site,
 					  struct ftrace_regs *fregs);
 
 /*
- * The handler of every site: the redirect, a load and a compare more than
- * the least IPMODIFY handler.  The site outlives every call in here:
- * unregister_ftrace_function() waits for the handler and the trampoline
- * before it is freed.  It calls nothing traceable: no recursion check.
+ * The handler of every site, which outlives it (kpatch_site_free()).  It
+ * calls nothing traceable: no recursion check.
  */
 static void notrace kpatch_ftrace_handler(unsigned long ip,
 					  unsigned long parent_ip,
@@ -376,11 +341,11 @@ static void notrace kpatch_ftrace_handler(unsigned long ip,
 }
 
 /*
- * The slow path, for a call of @site while an update changes it, or while
- * a gate is on.  Any context, NMI included; nothing traceable is called
- * but get_task_struct() in kpatch_gate_pass().  Preemption off makes it an
- * RCU reader for the synchronize_rcu() after an update, and keeps this
- * CPU's stopper from answering the update's rendezvous meanwhile.
+ * The slow path: a call of @site while an update changes it or a gate is
+ * on.  Any context, NMI included; calls nothing traceable but
+ * get_task_struct() in kpatch_gate_pass().  Preemption off makes it an RCU
+ * reader for the synchronize_rcu() after an update, and keeps this CPU's
+ * stopper from answering the update's rendezvous meanwhile.
  */
 static noinline __cold void notrace kpatch_redirect_slow(struct kpatch_site *site,
 							 struct ftrace_regs *fregs)
@@ -457,12 +422,10 @@ struct kpatch_request {
 };
 
 /*
- * One try of an update, prepared from the request and the patches as they
- * are then, freed when it ends: the parts, those removed (newest first)
- * then the one added, and their entries in that order (taken out before
- * @first_add, published after); their sites, each once; the ranges,
- * sorted and disjoint, and modules checked whole; the writer, the
- * pre-walk's record, the tasks in the way; the rendezvous; the refusal.
+ * One try of an update, from the request and the patches as they are
+ * then: the parts (those removed, newest first, then the one added) and
+ * their entries in that order (taken out before @first_add, published
+ * after); their sites, each once; the ranges, sorted and disjoint.
  */
 struct kpatch_try {
 	struct kpatch_request *req;
@@ -599,7 +562,6 @@ static __cold int kpatch_enable(struct kpatch_module *kpmod, bool own,
 	return ret;
 }
 
-/* The enabled patch called @name, or NULL. */
 static struct kpatch_patch *kpatch_find_patch(const char *name)
 {
 	struct kpatch_patch *patch;
@@ -612,12 +574,9 @@ static struct kpatch_patch *kpatch_find_patch(const char *name)
 }
 
 /*
- * kpatch's record of the patch @kpmod describes, every function and hook
- * checked and pinned with the patch module and kpatch: the tries of a
- * request keep the pins, so that an address keeps naming its function.
- * An old function appears once, and is no new one of the patch.  @own:
- * @kpmod is kpatch's, freed with the record.  On failure the errno and
- * NULL, and @kpmod is the caller's.
+ * @kpmod's patch, its functions and hooks checked and pinned with the patch
+ * module and kpatch for every try (an address keeps naming its function).
+ * @own: @kpmod is kpatch's, freed with it.  NULL and *@err on failure.
  */
 static __cold struct kpatch_patch *
 kpatch_patch_new(struct kpatch_module *kpmod, bool own, int *err)
@@ -690,11 +649,9 @@ static __cold int kpatch_resolve_entry(struct kpatch_patch *patch, int i,
 }
 
 /*
- * Check through kallsyms that @addr starts a function in vmlinux or module
- * text, of *@size bytes unless 0; return its size there and, in a module,
- * a reference on it in *@modp.  The module must be live, or @coming_ok
- * (kpatch_get_module()).  An address from the control file is looked up
- * (kallsyms, module text, page tables), never read, before this accepts it.
+ * Check by kallsyms that @addr starts a function in vmlinux or module text,
+ * of *@size bytes unless 0; its size, and in a module a pin in *@modp
+ * (live, or @coming_ok).  A control file address is never read first.
  */
 static __cold int kpatch_resolve(const char *patch, const char *what,
 				 unsigned long addr, unsigned long *size,
@@ -754,17 +711,14 @@ not_text:
 	return -EINVAL;
 }
 
-/*
- * kallsyms' "name+0xoff/0xsize [module]" for @addr, parsed: name, start,
- * size, module or NULL.  False if @addr is in no symbol.
- */
+/* kallsyms' "name+0xoff/0xsize [module]" of @addr, parsed; false: none. */
 static __cold bool kpatch_symbol(unsigned long addr, char *buf, unsigned long *start,
 				 unsigned long *size, char **mod)
 {
 	char *plus, *slash;
 	unsigned long off;
 
-	sprint_symbol(buf, addr);	/* "name+0xoff/0xsize [module]" */
+	sprint_symbol(buf, addr);
 	*mod = strchr(buf, ' ');
 	if (*mod) {
 		*(*mod)++ = '\0';
@@ -784,7 +738,6 @@ static __cold bool kpatch_symbol(unsigned long addr, char *buf, unsigned long *s
 	return true;
 }
 
-/* Does vmlinux map @addr as executable text? */
 static bool kpatch_kernel_text(unsigned long addr)
 {
 	unsigned int level;
@@ -794,12 +747,10 @@ static bool kpatch_kernel_text(unsigned long addr)
 }
 
 /*
- * Find the loaded module called @name and pin it.  Holding its kobject
- * keeps struct module alive until try_module_get() has decided.  A module
- * still in its init may fail it and be freed whatever its reference
- * count: so only @coming_ok (a patch module registering its own patch)
- * may be coming.  Returns 0, -ENOENT, or -EBUSY (coming) / -EINVAL
- * (going) with *@state.
+ * Find loaded module @name and pin it; its kobject keeps struct module
+ * alive until try_module_get() decides.  A module in its init may fail it
+ * and be freed whatever its refcount: only @coming_ok (a patch module
+ * registering its own patch) may be coming.  -EBUSY/-EINVAL set *@state.
  */
 static __cold int kpatch_get_module(const char *name, struct module *coming_ok,
 				    struct module **modp, enum module_state *state)
@@ -831,7 +782,6 @@ static __cold int kpatch_get_module(const char *name, struct module *coming_ok,
 	return ret;
 }
 
-/* Is @addr in the core text of @mod? */
 static bool kpatch_module_text(const struct module *mod, unsigned long addr)
 {
 	return addr - kpatch_mod_text(mod) < kpatch_mod_text_size(mod);
@@ -891,9 +841,8 @@ static __cold int kpatch_update(struct kpatch_request *req)
 }
 
 /*
- * One try: prepare it, run it (again while it moves tasks), commit or undo
- * it.  noinline: inlined into kpatch_update(), GCC 12 lays the two out
- * about 170 bytes larger, and kpatch.ko over 40 KiB on 6.12.
+ * One try: prepare, run (again while it moves tasks), commit or undo.
+ * noinline: inlined, GCC 12 adds 170 bytes: kpatch.ko over 40 KiB on 6.12.
  */
 static noinline __cold int kpatch_try_once(struct kpatch_try *try)
 {
@@ -905,7 +854,6 @@ static noinline __cold int kpatch_try_once(struct kpatch_try *try)
 		ret = kpatch_check_chain(add, try->req->replace);
 		if (ret)
 			return ret;
-		/* Only kpatch may make /sys/kernel/kpatch/patches/NAME. */
 		kn = sysfs_get_dirent(kpatch_patches_kobj->sd, add->kpmod->name);
 		if (kn) {
 			sysfs_put(kn);
@@ -1009,10 +957,8 @@ static __cold int kpatch_collect(struct kpatch_try *try)
 }
 
 /*
- * Give every entry @try adds a site: its function's, or a new one (an
- * ftrace update each); then the sites of all the entries, each once.  On
- * failure the sites made are gone again: name the function, return the
- * errno, or -EAGAIN with try->refused saying why.
+ * A site for each entry @try adds (a new one: an ftrace update), each site
+ * once in try->sites; on failure none made stays: errno, or -EAGAIN (why).
  */
 static __cold int kpatch_sites_get(struct kpatch_try *try)
 {
@@ -1080,10 +1026,7 @@ static struct kpatch_site *kpatch_site_new(struct kpatch_entry *e, int *err)
 		*err = -ENOENT;
 	*err = *err ?: register_ftrace_function(&site->ops);
 	if (*err) {
-		/*
-		 * ftrace may have put the ops on its list and taken it off
-		 * without waiting for the CPUs in its list function.
-		 */
+		/* ftrace may have listed and unlisted it without a wait */
 		kpatch_sync_preempt_off();
 		ftrace_free_filter(&site->ops);
 		kfree(site);
@@ -1099,7 +1042,7 @@ static struct kpatch_site *kpatch_site_new(struct kpatch_entry *e, int *err)
 
 /*
  * Unhook and free @site, which has no entry (unregister_ftrace_function()
- * waits for its handler and trampoline); if ftrace is dead, it stays.
+ * waits for its handler and trampoline); if ftrace is dead it stays.
  */
 static void kpatch_site_free(struct kpatch_site *site)
 {
@@ -1123,14 +1066,10 @@ static int kpatch_cmp_ulong(const void *a, const void *b)
 }
 
 /*
- * The code that must not be running for @try to be safe: for each
- * function whose visible version the update changes, the code that runs
- * for it now (the new function on top of its site) and always the old
- * function, each with its pieces -- a task preempted in ftrace's
- * trampoline or kpatch's handler has the old function's fentry return
- * address on its stack.  An entry not on top changes nothing visible;
- * the modules the update stops redirecting into: kpatch_add_whole().
- * Under kpatch_mutex, so nothing changes it before the callback.
+ * The code that must not run for @try (Documentation.txt, 3.5): for each
+ * function whose visible version it changes, the code on top of its site
+ * and the old function (a task preempted in the trampoline or handler
+ * returns to its fentry), with pieces; kpatch_mutex keeps it valid.
  */
 static int kpatch_build_ranges(struct kpatch_try *try)
 {
@@ -1159,7 +1098,6 @@ static int kpatch_build_ranges(struct kpatch_try *try)
 	if (ret)
 		return ret;
 	kpatch_add_whole(try);
-
 	/* Sort and merge, so that one binary search answers each address. */
 	sort(try->ranges, try->nr_ranges, sizeof(*try->ranges),
 	     kpatch_cmp_ulong, NULL);
@@ -1174,7 +1112,7 @@ static int kpatch_build_ranges(struct kpatch_try *try)
 	return 0;
 }
 
-/* Add the old function of @e (@old) or its new one to the ranges, with its pieces. */
+/* Add @e's old (@old) or new function to the ranges, with its pieces. */
 static __cold int kpatch_add_code(struct kpatch_try *try,
 				  const struct kpatch_entry *e, bool old)
 {
@@ -1206,28 +1144,16 @@ static int kpatch_add_range(struct kpatch_try *try, unsigned long start,
 /* ------------------------------------------------------------------------
  * Layer: a function's pieces
  *
- * What it adds: the compiler may move the unlikely blocks of a function f
- * into f.cold and part of its body into f.part.N, listed by kallsyms as
- * functions of their own.  f jumps to such a piece, and a .cold piece
- * jumps back: a task asleep in a call made from a piece has no return
- * address in f, yet runs f's code when it wakes.  So to the stack check
- * the pieces are f: every symbol of f's text that a jump of f or of its
- * pieces P may lead into, named "F.cold*" for F = f or P (a jump may enter
- * a .cold piece anywhere), or named "*.cold*" or "*.part.*" if the jump
- * lands on its first byte.  A part is entered at its start only, and that
- * rule covers a piece with two names (GCC's identical code folding), of
- * which kallsyms gives one, and another function's part that f jumps to,
- * having inlined that function's head.
- *
- * The scan does not decode: at every byte offset, each jump opcode (EB,
- * 70-7F, E0-E3, E9, 0F 80-8F) is a jump, and so is an INT3 read as each of
- * them (a kprobe's INT3 hides the first byte of the instruction it
- * probes).  A false jump can only add a piece of f or a symbol named as
- * one, which makes the check stricter; no INT3 puts out of step what has
- * no step.  An optimized kprobe copies out no
- * jump (x86 boosts none).  A module's static branches and fixups are
- * followed through its tables; vmlinux's are not exported, and no
- * indirect jump is followed (Documentation.txt, "Limitations").
+ * What it adds: the compiler may move blocks of a function f into f.cold
+ * and f.part.N, functions to kallsyms, that f jumps to: a task asleep in a
+ * call from one runs f's code when it wakes.  So the stack check covers
+ * each symbol of f's text that a jump of f or of a piece P leads into,
+ * named "F.cold*" (F = f or P), or "*.cold*" or "*.part.*" if the jump
+ * lands on its first byte.  The scan does not decode: each byte offset is
+ * tried as each jump opcode, INT3 (a kprobe's) included; a false jump only
+ * makes the check stricter; an optimized kprobe copies out no jump (x86
+ * boosts none).  Not followed: vmlinux's static branches and fixups, and
+ * indirect jumps (Documentation.txt, 3.7, "Pieces of a function").
  * Without it: a task asleep under f.cold would let an update take f away
  * under it.  Price: about 110 lines; per update a scan of each function
  * it changes, a page-table lookup per jump that leaves it, and a kallsyms
@@ -1236,7 +1162,6 @@ static int kpatch_add_range(struct kpatch_try *try, unsigned long start,
 
 /* Symbols a jump led into that are no piece, remembered to spare lookups. */
 #define KPATCH_NOT_PIECES	8
-
 struct kpatch_scan {
 	struct kpatch_try *try;
 	unsigned int first;		/* the range of f; its pieces after */
@@ -1323,7 +1248,6 @@ static __cold int kpatch_scan_range(struct kpatch_scan *sc, unsigned long start,
 	return ret;
 }
 
-/* Is @sym a .cold piece of @fn, "@fn.cold*"? */
 static __cold bool kpatch_cold_of(const char *sym, const char *fn)
 {
 	size_t n = strlen(fn);
@@ -1367,12 +1291,11 @@ static __cold int kpatch_scan_target(struct kpatch_scan *sc, unsigned long targe
 /* ------------------------------------------------------------------------
  * Layer: ways into a module
  *
- * What it adds: a redirect into a module (a new function there whose old
- * function is elsewhere) leads tasks from outside into it, and by a jump
- * (`return helper(x)`) on into any of its code, with no frame of the new
- * function left.  Once no patch redirects into the module, nothing of
- * kpatch keeps it loaded: so the update that removes the last redirect
- * into a module checks its whole text, but for its own kernel threads.
+ * What it adds: a redirect into a module leads tasks into it, and by a
+ * jump on into any of its code with no frame of the new function left;
+ * with no redirect into it left, nothing of kpatch keeps it loaded.  So
+ * the update that removes the last one checks its whole text, but for its
+ * own kernel threads (Documentation.txt, 3.7).
  * Without it: a task could be left in a module nothing keeps loaded.
  * Price: about 60 lines; such an update is refused while another task is
  * in the module: a kworker in its work item, another module's thread in
@@ -1420,11 +1343,9 @@ static __cold void kpatch_add_whole(struct kpatch_try *try)
 }
 
 /*
- * Is @addr in a module checked whole, and @task not a thread of it?  A
- * kernel thread whose function is in the module runs its code until the
- * module's exit stops it, and kthread_stop() returns once the thread has
- * reached exit_mm() in do_exit(): whatever it runs inside the module ends
- * before the module can be freed.  Not so from do_exit() on (PF_EXITING).
+ * Is @addr in a module checked whole, and @task not a thread of it?  Its
+ * threads end before it is freed: its exit's kthread_stop() waits for
+ * exit_mm() in do_exit() (Documentation.txt, 3.7); not once PF_EXITING.
  */
 static bool kpatch_in_whole(const struct kpatch_try *try,
 			    struct task_struct *task, unsigned long addr)
@@ -1446,24 +1367,14 @@ static bool kpatch_in_whole(const struct kpatch_try *try,
  * Layer: hooks
  *
  * What it adds: each part of an update runs the hooks of its direction,
- * from kpatch_register(): a patch added its patch hooks, one removed its
- * unpatch hooks.  Within one try:
- *
- *   pre hooks, in part order             process context, may sleep, veto
- *   stop_machine(): stack check, then
- *     stop hooks, in part order          every CPU stopped, irqs off
- *     publish; SUCCESS or FAILURE
- *     on FAILURE: undo hooks of the stop hooks that ran, in reverse order
- *   post hooks, in part order            on success
- *   or cancel hooks, in reverse order    on a failure after the pre hooks
- *
- * A cancel hook ends what the pre hook began: for a patch not in effect
- * after all, its post-unpatch hook, else its post-patch hook; so
- * post-patch .. pre-unpatch and pre-patch .. post-unpatch come in pairs.
- * A hook's module is pinned for the whole request and every hook returns
- * before the try ends.  Without it: nobody converts data the new functions
- * read differently.  Price: about 140 lines; nothing for an update whose
- * patches have no hook.
+ * from kpatch_register(): pre hooks (may sleep, veto); in the callback
+ * after the stack check, stop hooks, and on FAILURE the undo hooks of
+ * those that ran, in reverse; post hooks on success, or after a later
+ * failure the cancel hooks, the other direction's post hooks, in reverse
+ * (Documentation.txt, 2.5 and 3.4).  A hook's module is pinned for the
+ * whole request and every hook returns before the try ends.  Without it:
+ * nobody converts data the new functions read differently.  Price: about
+ * 140 lines; nothing for an update whose patches have no hook.
  */
 
 /* The names of the hooks, in the patches file and the log. */
@@ -1532,7 +1443,6 @@ static __cold int kpatch_part_hook(struct kpatch_try *try, unsigned int i,
 	return ret <= -ERESTARTSYS ? -EINVAL : ret;
 }
 
-/* The hook that ends what the pre hook of part @i began, see above. */
 static void kpatch_cancel_hook(struct kpatch_try *try, unsigned int i)
 {
 	struct kpatch_module *kpmod = try->parts[i]->kpmod;
@@ -1560,9 +1470,8 @@ static void kpatch_cancel_hooks(struct kpatch_try *try)
 
 /*
  * From the callback: the stop hooks, or with @undo the undo hooks of the
- * first @n, last first.  A failing stop hook (which must have changed
- * nothing) has those before it undone.  kpatch_hook_cpu tells a hook's
- * call of a changed function from an NMI's.
+ * first @n, last first; a failing stop hook has those before it undone.
+ * kpatch_hook_cpu tells a hook's call of a changed function from an NMI's.
  */
 static int kpatch_stop_hooks(struct kpatch_try *try, bool undo, unsigned int n)
 {
@@ -1649,7 +1558,6 @@ static int kpatch_run(struct kpatch_try *try)
 	return ret;
 }
 
-/* Is there any code that @try's stack check looks for? */
 static bool kpatch_checks(const struct kpatch_try *try)
 {
 	return try->nr_ranges || try->nr_whole;
@@ -1658,56 +1566,41 @@ static bool kpatch_checks(const struct kpatch_try *try)
 /* ------------------------------------------------------------------------
  * Layer: the pre-walk
  *
- * What it adds: the stack check of the tasks that do not run, done before
- * stop_machine(), so that the CPUs stop only for the tasks that ran since.
- * Correctness never depends on it: with no record, or one that overflowed,
- * the callback walks every task, as the seed's check does.  Price: about 140
+ * What it adds: the stack check of the tasks that do not run, before
+ * stop_machine(), which then walks only those a sched_switch probe records
+ * as run since (Documentation.txt, 3.5); with no record, or one that
+ * overflowed, every task, as the seed's check does.  Price: about 140
  * lines; per context switch while a run's record is armed, the probe: 40
  * instructions or so, and for a task not recorded yet a compare-and-swap,
  * an atomic increment the CPUs share and a task reference; per try a
  * record of max(256, tasks / 8) tasks, and a hash of them twice as large.
- *
- *   before stop_machine(), kpatch_mutex held      in the callback
- *
- *   the record armed: each task a CPU switches     walk current, init_task
- *     to is recorded from now on, pinned           and each task recorded
- *   for each task T on the task list:              (none, or overflowed:
- *     lock T->pi_lock                               each on the task list);
- *     T blocked, off CPU? --no--> record T         the exiting tasks
- *       | yes
- *     walk T's stack: in use? --yes--> list T (to move it) or refuse
- *     unlock T->pi_lock
  *
  * Why the callback may trust the pre-walk of a task T it does not walk:
  * 1. The walk saw T's stack as it was: T->pi_lock is held and T is
  *    blocked, not on a runqueue nor on a CPU, so T runs again only when
  *    woken, and try_to_wake_up() takes T->pi_lock first (get_wchan()'s
  *    rule; on_cpu covers a task still switching out).
- * 2. A task's kernel stack changes only while the task runs (ptrace writes
- *    only the user register frame, where every walk stops).
+ * 2. A task's kernel stack changes only while it runs (ptrace writes only
+ *    the user register frame, where every walk stops).
  * 3. T runs again only after a CPU switches to it, and __schedule() calls
- *    the sched_switch tracepoint for each switch before the task runs.
- *    The probe was registered and the record armed before the walk, and
- *    the switch follows a wake-up that took T->pi_lock after the walk
- *    dropped it, then the runqueue's lock: so its probe sees the record
- *    armed, and records T.
+ *    the sched_switch tracepoint before it runs.  The probe was registered
+ *    and the record armed before the walk, and the switch follows a
+ *    wake-up that took T->pi_lock after the walk dropped it, then the
+ *    runqueue's lock: so its probe sees the record armed, and records T.
  * 4. In the callback no CPU switches; a probe that recorded T returned
  *    before its CPU's stopper started, and the rendezvous (fully ordered
  *    atomics) orders its stores before the callback.
- * 5. The pre-walk meets every task on the task list while it walks it
- *    (tasks are added at its end, or replace a leader in exec, running).
- *    A task it did not meet is new -- it ran, and is recorded, or it has
- *    only the frame fork gave it -- or has left the list: exiting tasks
- *    are walked whole.
+ * 5. The pre-walk meets every task on the task list (tasks are added at
+ *    its end, or replace a leader in exec, running).  One it did not meet
+ *    is new -- it ran, and is recorded, or has only the frame fork gave
+ *    it -- or has left the list: exiting tasks are walked whole.
  * A recorded task is pinned until the run ends.
  */
 
 /*
- * The tasks the callback walks, pinned, each once: those the pre-walk
- * could not walk, and those a CPU switched to since the record was armed.
- * @seen: the same tasks, hashed, so that one preempted again and again is
- * recorded once; @last: each CPU's last, which spares that lookup.  @n:
- * taken; above @max, it overflowed.
+ * The tasks the callback walks, pinned, each once: those the pre-walk did
+ * not walk, those switched to since.  @seen: the same, hashed; @last: each
+ * CPU's last, sparing that lookup.  @n: taken; above @max, overflowed.
  */
 struct kpatch_record {
 	atomic_t n;
@@ -1722,9 +1615,8 @@ struct kpatch_record {
 static struct tracepoint *kpatch_switch_tp;
 
 /*
- * Record @task, pinned, unless it is already; lock-free, for the probe and
- * the pre-walk.  @seen has room for @max tasks and one per CPU more, the
- * most that can pass the first test before @n overflows.
+ * Record @task, pinned, once; lock-free.  @seen has room for @max tasks and
+ * one per CPU, the most that pass the first test before @n overflows.
  */
 static void notrace kpatch_record_task(struct kpatch_record *rec,
 				       struct task_struct *task)
@@ -1763,10 +1655,7 @@ static void notrace kpatch_switch_probe(void *data, bool preempt,
 	}
 }
 
-/*
- * A record for @try's runs, and its probe (none: no memory, or nothing to
- * check).  Made before any task is held.
- */
+/* A record for @try's runs, and its probe, if it can; before any hold. */
 static __cold void kpatch_record_start(struct kpatch_try *try)
 {
 	struct kpatch_record *rec;
@@ -1827,10 +1716,7 @@ out:
 	return ret ?: kpatch_listed(try);
 }
 
-/*
- * Is @task, its pi_lock held, blocked: off every runqueue and CPU, so that
- * it runs again only once woken (see 1. above)?  @state: what it sleeps as.
- */
+/* Is @task, its pi_lock held, blocked (see 1. above)?  @state: its state. */
 static bool kpatch_blocked(struct task_struct *task, unsigned int *state)
 {
 	*state = READ_ONCE(task->__state);
@@ -1841,19 +1727,12 @@ static bool kpatch_blocked(struct task_struct *task, unsigned int *state)
 		return false;
 	/* on_cpu after on_rq, as in try_to_wake_up(). */
 	smp_rmb();
-	/*
-	 * A task may still be switching out: the acquire pairs with the
-	 * release of on_cpu in finish_task(), after which its stack is final.
-	 */
+	/* pairs with on_cpu's release in finish_task(): its stack is final */
 	return !smp_load_acquire(&task->on_cpu) && task_stack_page(task) &&
 	       refcount_read(&task->stack_refcount);
 }
 
-/*
- * Walk @task if it can be kept from running meanwhile, or record it;
- * nonzero: in the way, and the walk stops there (kpatch_stop_at(), also
- * under the lock).
- */
+/* Walk @task if kept from running, else record it; nonzero: in the way. */
 static int kpatch_prewalk_task(struct task_struct *task,
 			       struct kpatch_try *try)
 {
@@ -1873,9 +1752,7 @@ static int kpatch_prewalk_task(struct task_struct *task,
 /*
  * The end of a run: the record disarmed, a grace period, what it recorded
  * dropped.  Callers that read a state other than IDLE may still look at
- * entry->op or an entry just unlinked; only NMIs can (stop_machine()
- * excluded the rest), and an NMI is an RCU reader, as the record's probe
- * in __schedule() is.
+ * entry->op or an unlinked entry: only NMIs, RCU readers like the probe.
  */
 static __cold void kpatch_forget(struct kpatch_try *try)
 {
@@ -1891,14 +1768,11 @@ static __cold void kpatch_forget(struct kpatch_try *try)
 }
 
 /*
- * The try ends.  A probe may still run elsewhere: the record goes after a
- * grace period (a probe in __schedule() is an RCU reader), and
- * kpatch_exit() waits for the probe's code.  Only once the try's sites are
- * released: unregistering the probe and freeing the record wake kthreads
- * and kworkers as their grace periods end, and a task runnable when the
- * RCU-tasks wait of unregister_ftrace_function() looks at it is looked at
- * again only HZ/10 later (126 of the 523 ms of an unpatch at 100,000 tasks
- * on 6.12).
+ * The try ends.  A probe may still run: the record goes after a grace
+ * period; kpatch_exit() waits for the probe's code.  After the sites'
+ * release: this wakes kthreads as its grace periods end, and a task
+ * runnable when unregister_ftrace_function()'s RCU-tasks wait looks is
+ * looked at again HZ/10 later (6.12: 126 of 523 ms, unpatch, 100,000 tasks).
  */
 static __cold void kpatch_record_stop(struct kpatch_try *try)
 {
@@ -1916,12 +1790,7 @@ static __cold void kpatch_record_stop(struct kpatch_try *try)
 static void kpatch_refuse(struct kpatch_try *try, enum kpatch_refusal why,
 			  struct task_struct *task, unsigned long addr);
 
-/*
- * Walk the stack of @task, which cannot run meanwhile, looking each return
- * address up in the ranges, by the reliable-stacktrace rules of x86: a
- * user register frame ends it; an unwinder error or an unknown return
- * address makes it unreliable.
- */
+/* Walk @task's stack (it cannot run) by x86's reliable stacktrace rules. */
 static int kpatch_walk_stack(struct task_struct *task, struct kpatch_try *try)
 {
 	unsigned int lo, hi, mid;
@@ -1948,7 +1817,6 @@ static int kpatch_walk_stack(struct task_struct *task, struct kpatch_try *try)
 		addr = unwind_get_return_address(&state);
 		if (!addr)
 			break;
-		/* a binary search of the sorted ranges */
 		for (lo = 0, hi = try->nr_ranges; lo < hi; ) {
 			mid = lo + (hi - lo) / 2;
 			if (addr < try->ranges[mid].start)
@@ -1994,35 +1862,26 @@ static void kpatch_set_op(struct kpatch_try *try, bool running)
 }
 
 /*
- * The stop_machine() callback: the only place where entries are published
- * and taken out, and where sites change target during an update.
- * Interrupts are off on every CPU; who can still call a patched function
- * meanwhile is listed at kpatch_state.
+ * The stop_machine() callback: the only place where entries change, and
+ * where sites change target during an update (callers: kpatch_state).
  *
- * Why a caller never mixes versions, though the fast path (a site's
- * target) looks at no state: only the sites of @try change version, and
- * the callback
+ * Why a caller never mixes versions, though the fast path looks at no
+ * state: only the sites of @try change version, and the callback
  *  1. sets the target of each of its sites to KPATCH_TARGET_SLOW, so that
- *     from then on their calls go through the state machine, and then
- *     leaves IDLE;
- *  2. waits until the stopper thread of every other CPU has seen that.  A
- *     caller that read an old target before step 1 either has the old
- *     function's fentry return address on its stack while it is preempted
- *     (which the stack check refuses), or runs with preemption or
- *     interrupts off, or in an NMI, and then holds up its CPU's stopper
- *     until it is done;
+ *     their calls go through the state machine, then leaves IDLE;
+ *  2. waits until every other CPU's stopper has seen that.  A caller that
+ *     read an old target before step 1 either has the old function's
+ *     fentry return address on its stack while preempted (which the stack
+ *     check refuses), or runs with preemption or interrupts off, or in an
+ *     NMI, and then holds up its CPU's stopper until it is done;
  *  3. checks the stacks, runs the stop hooks, changes the entries, then
  *     decides SUCCESS or FAILURE (or loses that race to a caller, which
  *     sets FAILURE; the undo hooks then roll the stop hooks back);
- *  4. writes the final targets.  A caller that reads one between step 3
- *     and the end gets the version that the state, which it would read on
- *     the slow path, also gives.
+ *  4. writes the final targets, which give the version the state gives.
  * So every call after step 2 sees one version: the old one until the state
  * is decided, the decided one after, and the state never goes back from
- * SUCCESS or FAILURE while the callback runs.  The data the stop hooks
- * convert follows the same rule: no new function runs before SUCCESS,
- * which comes after the last hook, and an old function that runs after
- * the first hook began makes the update fail and be undone.
+ * SUCCESS or FAILURE while the callback runs.  The stop hooks' data
+ * follows the same rule: see kpatch_update_publish().
  */
 static int kpatch_update_cb(void *data)
 {
@@ -2031,10 +1890,10 @@ static int kpatch_update_cb(void *data)
 	int ret;
 
 	/*
-	 * On every online CPU: the first updates; the others wait until the
-	 * state has left IDLE and say so.  The acquire pairs with the release
-	 * of UPDATING below; atomic_inc_return() is fully ordered, so whatever
-	 * the CPU ran before (an NMI included) happens before its answer.
+	 * The first CPU updates; the others wait until the state has left
+	 * IDLE and say so.  The acquire pairs with the release of UPDATING
+	 * below; atomic_inc_return() is fully ordered, so whatever the CPU
+	 * ran before (an NMI included) happens before its answer.
 	 */
 	if (atomic_inc_return(&try->cpus_in) != 1) {
 		while (atomic_read_acquire(&kpatch_state) == KPATCH_STATE_IDLE)
@@ -2043,23 +1902,19 @@ static int kpatch_update_cb(void *data)
 		return 0;
 	}
 	kpatch_test_at(KPATCH_TEST_ENTER);
-
 	/*
-	 * Step 1.  entry->op was written before stop_machine(), whose
-	 * rendezvous orders it before these stores.  The marks go before
-	 * the state (the release).  No entry changes before step 2 has seen
-	 * every other CPU answer after it read UPDATING, so no barrier is
-	 * needed between the state and the entries.
+	 * Step 1.  The rendezvous ordered entry->op before these stores, the
+	 * marks go before the state (the release), and no entry changes
+	 * before step 2 has seen every other CPU answer after reading
+	 * UPDATING: no barrier between the state and the entries.
 	 */
 	for (i = 0; i < try->nr_sites; i++)
 		WRITE_ONCE(try->sites[i]->target, KPATCH_TARGET_SLOW);
 	atomic_set_release(&kpatch_state, KPATCH_STATE_UPDATING);
-
 	/* Step 2.  The acquire pairs with the other CPUs' answers. */
 	while (atomic_read_acquire(&try->cpus_seen) < num_online_cpus() - 1)
 		cpu_relax();
 	kpatch_test_at(KPATCH_TEST_UPDATING);
-
 	if (kpatch_check_stacks(try)) {
 		kpatch_state_finish(KPATCH_STATE_FAILURE, 0);
 		ret = -EBUSY;
@@ -2071,13 +1926,9 @@ static int kpatch_update_cb(void *data)
 }
 
 /*
- * The activeness safety check, from the callback: no task may be in, or
- * about to return into, code that the update makes unreachable.  Walked:
- * current, init_task, every task recorded (see the pre-walk), then the
- * exiting tasks.  Without a record, every task on the task list, which
- * cannot change: it changes under tasklist_lock with interrupts off.  The
- * other CPUs' idle tasks, not reachable, are parked in init_task's
- * idle-loop chain; offline CPUs are not covered (Documentation.txt).
+ * The activeness safety check, from the callback (Documentation.txt, 3.5):
+ * current, init_task, the tasks recorded or else every task (the list
+ * changes under tasklist_lock, irqs off: not now), the exiting tasks.
  */
 static int kpatch_check_stacks(struct kpatch_try *try)
 {
@@ -2113,9 +1964,8 @@ static int kpatch_check_task(struct kpatch_try *try, struct task_struct *task)
 	int ret;
 
 	/*
-	 * A task on another CPU is its stopper thread, in the stop_machine()
-	 * loop: the same chain as current's down to multi_cpu_stop(), and
-	 * what that loop calls is covered by the state machine.
+	 * A task on another CPU is its stopper, with current's chain down to
+	 * multi_cpu_stop(); what its loop calls, the state machine covers.
 	 */
 	if (task != current && READ_ONCE(task->on_cpu)) {
 		WARN_ON_ONCE(!(task->flags & PF_KTHREAD));
@@ -2131,26 +1981,21 @@ static int kpatch_check_task(struct kpatch_try *try, struct task_struct *task)
 /* ------------------------------------------------------------------------
  * Layer: exiting tasks
  *
- * What it adds: a task leaves the task list in exit_notify() (at once if
- * autoreaped), but goes on running the tail of do_exit() until its last
- * switch-out, and may sleep there.  So kpatch keeps a set: every task from
- * its sched_process_exit tracepoint (before exit_notify()) until its
- * sched_process_free (a grace period after its last switch-out), and, at
- * load, every task exiting already.  The callback walks those off the list.
- * The set is a hash table under kpatch_exiting_lock, a raw spinlock taken
- * with interrupts off (the probes and the callback may not sleep, on
- * PREEMPT_RT either); nobody holds it inside stop_machine().  Records come
- * from a free list a work item refills; a burst of exits that nearly
- * empties it has the exit probe allocate with GFP_ATOMIC (not on
- * PREEMPT_RT: a larger reserve instead).  A task that finds it empty makes
- * kpatch refuse every update that needs the stack check from then on.
+ * What it adds: a task leaves the task list in exit_notify() but runs the
+ * tail of do_exit(), and may sleep there: kpatch keeps a set of the tasks
+ * from sched_process_exit to sched_process_free, and of those exiting at
+ * load, which the callback walks (Documentation.txt, 3.7).  Under
+ * kpatch_exiting_lock, a raw spinlock taken with interrupts off (the
+ * probes and the callback may not sleep, on PREEMPT_RT either), never held
+ * inside stop_machine().  A work item refills the records' free list (the
+ * exit probe allocates at a burst, not on PREEMPT_RT); a task that finds
+ * none has every later stack-checked update refused.
  * Without it: a task in an exit handler that an update changes goes
  * unchecked.  Price: about 200 lines, 64 records (512 on PREEMPT_RT); per
  * exit of a task two probes.
  */
 #define KPATCH_EXITING_BITS	4	/* the tasks between exit and free: few */
 #define KPATCH_EXITING_RESERVE	(IS_ENABLED(CONFIG_PREEMPT_RT) ? 512 : 64)
-
 struct kpatch_exiting {
 	struct hlist_node node;		/* in the set, or in the free list */
 	struct task_struct *task;
@@ -2160,7 +2005,6 @@ static DEFINE_HASHTABLE(kpatch_exiting_hash, KPATCH_EXITING_BITS);
 static HLIST_HEAD(kpatch_exiting_free);
 static unsigned int kpatch_exiting_nfree;
 static DEFINE_RAW_SPINLOCK(kpatch_exiting_lock);
-
 static void kpatch_exiting_refill(struct work_struct *work);
 static DECLARE_WORK(kpatch_exiting_work, kpatch_exiting_refill);
 
@@ -2182,7 +2026,6 @@ static int kpatch_check_exiting(struct kpatch_try *try)
 	return ret;
 }
 
-/* The record of @task, or NULL. */
 static struct kpatch_exiting *kpatch_exiting_find(struct task_struct *task)
 {
 	struct kpatch_exiting *e;
@@ -2308,11 +2151,7 @@ static struct kpatch_tp {
 
 #define KPATCH_TPS_END	(kpatch_tps + ARRAY_SIZE(kpatch_tps))
 
-/*
- * The tracepoints are found by name (kpatch_tp_find()), as their symbols
- * are not exported; this, never called, has the compiler check each
- * probe's type against its tracepoint's.
- */
+/* Never called: the compiler checks each probe's type (found by name). */
 static inline void __maybe_unused kpatch_probe_types(void)
 {
 	register_trace_sched_switch(kpatch_switch_probe, NULL);
@@ -2333,12 +2172,7 @@ static __cold void kpatch_tp_find(struct tracepoint *tp, void *priv)
 
 static void kpatch_exiting_stop(struct kpatch_tp *end);
 
-/*
- * Follow exiting tasks: records, the probes, then the tasks exiting
- * already (PF_EXITING) and still on the list, which may have passed the
- * tracepoint before the probe was there (recorded once).  One that left
- * the list before kpatch was loaded is not followed (Documentation.txt).
- */
+/* Follow exiting tasks, those already exiting too (Documentation.txt, 3.7). */
 static __cold int kpatch_exiting_start(void)
 {
 	struct task_struct *g, *t;
@@ -2362,7 +2196,6 @@ static __cold int kpatch_exiting_start(void)
 			return ret;
 		}
 	}
-
 	rcu_read_lock();
 	for_each_process_thread(g, t)
 		n += !!(READ_ONCE(t->flags) & PF_EXITING);
@@ -2427,12 +2260,12 @@ static int notrace kpatch_state_finish(int state, unsigned long ip)
 
 /*
  * Step 3 of kpatch_update_cb(): the stop hooks convert the data, then the
- * new entries are published first in their sites.  No new function runs
- * before SUCCESS (slow path, after the smp_wmb() below) or a final target
- * (fast path, a release): both after the hooks' stores.  A changed
- * function called meanwhile (see kpatch_state) runs the old version, maybe
- * on half-converted data, and makes the update fail: the undo hooks roll
- * the data back before any CPU is released.
+ * new entries go first in their sites.  No new function runs before
+ * SUCCESS (slow path, after the smp_wmb() below) or a final target (fast
+ * path, a release): both after the hooks' stores.  A changed function
+ * called meanwhile runs the old version, maybe on half-converted data, and
+ * fails the update: the undo hooks roll the data back before any CPU is
+ * released (Documentation.txt, 3.4).
  */
 static int kpatch_update_publish(struct kpatch_try *try)
 {
@@ -2459,7 +2292,6 @@ static int kpatch_update_publish(struct kpatch_try *try)
 	 */
 	smp_wmb();
 	kpatch_test_at(KPATCH_TEST_PUBLISHED);
-
 	state = kpatch_state_finish(KPATCH_STATE_SUCCESS, 0);
 	if (state == KPATCH_STATE_FAILURE) {
 		/* A changed function ran meanwhile and saw the old version. */
@@ -2471,7 +2303,6 @@ static int kpatch_update_publish(struct kpatch_try *try)
 		return -EBUSY;
 	}
 	WARN_ON_ONCE(state != KPATCH_STATE_SUCCESS);
-
 	/* SUCCESS makes callers skip these already; now unlink them. */
 	for (i = 0; i < try->first_add; i++)
 		hlist_del_init_rcu(&try->touched[i]->node);
@@ -2560,9 +2391,8 @@ static void kpatch_report(const struct kpatch_request *req,
 			  unsigned int tries, bool last, unsigned int delay);
 
 /*
- * Try @n of @req failed with @ret, for @r: if it was busy, log the culprit
- * and sleep before the next try, kpatch_mutex held, unless that was the
- * last, a signal is pending, or the refusal can only repeat.
+ * Try @n of @req failed with @ret, for @r: if busy, log why and sleep,
+ * mutex held, unless last, signalled, or it can only be refused again.
  */
 static __cold bool kpatch_retry(const struct kpatch_request *req,
 				const struct kpatch_refused *r, int ret,
@@ -2649,7 +2479,6 @@ static __cold void kpatch_report(const struct kpatch_request *req,
 		       kpatch_req_name(req), why);
 }
 
-/* The name an update goes by in the log. */
 static const char *kpatch_req_name(const struct kpatch_request *req)
 {
 	return (req->add ?: req->remove)->kpmod->name;
@@ -2658,31 +2487,17 @@ static const char *kpatch_req_name(const struct kpatch_request *req)
 /* ------------------------------------------------------------------------
  * Layer: moving busy tasks
  *
- * What it adds: an update takes effect only at an instant when no task is
- * in the code it changes, which a task asleep there (a read, a futex wait)
- * never gives, nor, on a preemptible kernel, a hot function.  When a run
- * finds user tasks in its way, kpatch queues its hold on each with
- * task_work_add(TWA_RESUME), and on one still asleep interruptibly there
- * the fake signal, a kick (TWA_SIGNAL, TIF_NOTIFY_SIGNAL: its call ends as
- * after a signal with no handler, restarted, or with EINTR where that call
- * returns it); one preempted there runs to the end of its call.  It turns
- * the gate on, waits until they are out, held at their return to user
- * space, and runs again at once.  While the gate is on, a user task that
- * calls a function of the try takes the slow path (target
- * KPATCH_TARGET_SLOW, the state IDLE), which only claims a slot for it, in
- * any task context, and the mover queues its hold with TWA_RESUME: it
- * notices only a delay.  When the try ends, the held tasks go on; an
- * interrupted call restarts in the version then in effect
- * (Documentation.txt, "Moving busy tasks").  Never moved, and named: kernel
- * threads, user workers, tasks asleep uninterruptibly or killably, exiting,
- * stopped or traced tasks, the writer.  Not held by the gate: the writer,
- * realtime and deadline tasks.  Bounds: KPATCH_MOVE_ROUNDS rounds of
- * KPATCH_MOVE_WAIT_MS; a gate holds twice the tasks in the way its first
- * run found and 128 more, half of it for the gate's callers.  Without it
- * (move=N): a try refused by a sleeping or preempted task fails once the
- * retries are spent.  Price: about 350 lines; nothing per call but while a
- * gate is on; per try the list of the tasks in the way, and a gate if it
- * moves any.
+ * What it adds: an update takes effect only when no task is in the code it
+ * changes, which a task asleep there never allows, nor, preemptible, a hot
+ * function.  A run that finds user tasks in its way queues its hold on
+ * each (TWA_RESUME) and kicks one asleep there (TWA_SIGNAL); turns the
+ * gate on, whose slow path claims each user task that calls the try's
+ * functions, to hold it too; waits until they are held at their return to
+ * user space, and runs again.  They go on when the try ends
+ * (Documentation.txt, 3.6).  Without it (move=N): a try refused by a
+ * sleeping or preempted task fails once the retries are spent.  Price:
+ * about 350 lines; nothing per call but while a gate is on; per try the
+ * list of the tasks in the way, and a gate if it moves any.
  */
 static bool kpatch_move = true;
 module_param_named(move, kpatch_move, bool, 0644);
@@ -2696,12 +2511,10 @@ MODULE_PARM_DESC(move,
 
 /*
  * A task the try moved or the gate caught: claimed by a cmpxchg of @task,
- * pinned, and kept until the try ends (so no other task can come to have
- * its address meanwhile).  @queued: the mover's, under the mutex;
- * @deferred, @out: the task's own.  @kick: the fake signals, two, as a
- * task work of the task's own may be in the way again before the first
- * has run; @kicking[i]: kick[i] queued and not run yet, set by the mover,
- * cleared by the kick.
+ * pinned until the try ends (no other task can have its address
+ * meanwhile).  @queued: the mover's, under the mutex; @deferred, @out: the
+ * task's.  @kick: two fake signals (Documentation.txt, 3.6); @kicking[i]:
+ * kick[i] queued and not run yet, set by the mover, cleared by the kick.
  */
 struct kpatch_slot {
 	struct task_struct *task;
@@ -2731,10 +2544,7 @@ struct kpatch_blocker {
 	struct kpatch_slot *slot;
 };
 
-/*
- * A try's tasks in the way (last run; @seen, listed or not), its gate, its
- * rounds; kpatch_mutex.
- */
+/* A try's tasks in the way (@seen: listed or not), gate, rounds; mutex. */
 struct kpatch_movers {
 	unsigned int nr, max, seen, rounds;
 	bool stuck;			/* a task in the way cannot be moved */
@@ -2743,17 +2553,10 @@ struct kpatch_movers {
 	struct kpatch_blocker blockers[];
 };
 
-/*
- * kpatch_gating, the gate of the slow path, or NULL: set and cleared under
- * kpatch_mutex, read with preemption off, and freed only after
- * kpatch_sync_preempt_off() has waited for those reads.
- */
-
 /* Held tasks wait on kpatch_hold_wq, the mover on kpatch_out_wq. */
 static DECLARE_WAIT_QUEUE_HEAD(kpatch_hold_wq);
 static DECLARE_WAIT_QUEUE_HEAD(kpatch_out_wq);
 static bool kpatch_held_ever;
-
 static int kpatch_move_one(struct kpatch_try *try, struct kpatch_blocker *b);
 static struct kpatch_slot *kpatch_gate_claim(struct kpatch_gate *g,
 					     struct task_struct *task,
@@ -2768,10 +2571,9 @@ static void kpatch_kick1_fn(struct callback_head *work);
 static void kpatch_gate_put(struct kpatch_gate *g);
 
 /*
- * The movers of @try, for @max tasks in the way: before its first run (0:
- * as many as the pre-walk records), and again, what they hold kept, when its
- * first round found more; never while a task is held, which reclaim may
- * wait for (a FUSE server).  None if it may not move tasks, or no memory.
+ * The movers of @try, for @max tasks in the way (0: the record's size):
+ * before its first run, and, kept, when its first round found more; never
+ * while a task is held, which reclaim may wait for (a FUSE server).
  */
 static __cold void kpatch_movers_new(struct kpatch_try *try, unsigned int max)
 {
@@ -2791,11 +2593,7 @@ static __cold void kpatch_movers_new(struct kpatch_try *try, unsigned int max)
 	kvfree(m);
 }
 
-/*
- * How @task, in the way, can be moved: TWA_SIGNAL if asleep interruptibly
- * or about to be, TWA_RESUME if preempted, else TWA_NONE.  It cannot run
- * meanwhile (its pi_lock held, or every CPU stopped).
- */
+/* How @task, in the way and kept from running, can be moved, if at all. */
 static __cold enum task_work_notify_mode kpatch_movable(const struct kpatch_try *try,
 							struct task_struct *task)
 {
@@ -2812,10 +2610,9 @@ static __cold enum task_work_notify_mode kpatch_movable(const struct kpatch_try 
 }
 
 /*
- * @task is in the way: list it and go on, or stop (true) and name it.  One
- * that its hold ran for (out) is in the way where the hold sleeps: the
- * update changes code the hold runs in, and moving stops.  It cannot
- * change meanwhile (its pi_lock held, or every CPU stopped).
+ * @task, kept from running, is in the way: list it and go on, or stop
+ * (true) and name it.  One held already (out) is in the way where the hold
+ * sleeps: the update changes code the hold runs in, and moving stops.
  */
 static __cold bool kpatch_stop_at(struct kpatch_try *try, struct task_struct *task)
 {
@@ -2852,11 +2649,9 @@ static __cold int kpatch_listed(struct kpatch_try *try)
 }
 
 /*
- * Run of @try refused with @ret, its tasks in the way listed: move them
- * out, say whom, turn the gate on, and wait until they are out; drop them.
- * Returns whether to run again at once: each could be moved, the rounds
- * are not spent, and the writer was not killed (its write must then
- * change nothing) -- but for a removal a module's load needs (@must).
+ * Run of @try refused with @ret: move the tasks listed out, say whom, turn
+ * the gate on, wait, drop them.  Whether to run again: each moved, rounds
+ * left, and the writer not killed (its write changes nothing), or @must.
  */
 static __cold bool kpatch_move_out(struct kpatch_try *try, int ret)
 {
@@ -2925,12 +2720,7 @@ static __cold bool kpatch_move_out(struct kpatch_try *try, int ret)
 	return go;
 }
 
-/*
- * Is @task, listed asleep interruptibly in the way, still so?  Looked at
- * again right before its fake signal: it may have woken since, and gone
- * to sleep elsewhere, where the signal would end a call that is none of
- * the update's business.
- */
+/* Still asleep in the way?  Else a kick would end a call not ours to end. */
 static __cold bool kpatch_still_in_way(struct kpatch_try *try,
 				       struct task_struct *task)
 {
@@ -2948,13 +2738,10 @@ static __cold bool kpatch_still_in_way(struct kpatch_try *try,
 }
 
 /*
- * Move @b's task out of the way: its hold queued (TWA_RESUME), then, for a
- * task asleep in the way, the fake signal, the kick.  The hold comes first:
- * then a task that leaves the way meanwhile is held at its next return to
- * user space, before any other call, and a kick that comes late finds it
- * there, in a sleep it does not end.  A task listed asleep that is no
- * longer in the way gets no kick.  Returns 1 if moved now, 0 if moving
- * already, -1 if no slot is left.
+ * Move @b's task: its hold queued, then, if still asleep in the way, the
+ * kick.  The hold first: a task that leaves the way meanwhile is held
+ * before any other call, and a late kick finds it in a sleep it does not
+ * end.  1 if moved now, 0 if moving already, -1 if no slot is left.
  */
 static __cold int kpatch_move_one(struct kpatch_try *try, struct kpatch_blocker *b)
 {
@@ -2990,11 +2777,7 @@ static __cold int kpatch_move_one(struct kpatch_try *try, struct kpatch_blocker 
 	return ret;
 }
 
-/*
- * From the slow path while the gate is on: claim a slot for the calling
- * user task, for the mover to queue its hold.  Any task context,
- * preemption off (which keeps @g alive): a cmpxchg and a reference.
- */
+/* From the slow path: claim a slot for current; preemption keeps @g alive. */
 static noinline void notrace kpatch_gate_pass(struct kpatch_gate *g)
 {
 	struct task_struct *task = current;
@@ -3011,8 +2794,7 @@ static noinline void notrace kpatch_gate_pass(struct kpatch_gate *g)
  * The slot of @task in @g, claimed if it had none and @claim, pinned; NULL
  * if full, or none.  Lock-free.  The reference is taken before the
  * cmpxchg, whose full barrier orders it before the pointer the sweep reads
- * with an acquire; a reference given back is never the last: @task is
- * alive.
+ * with an acquire; one given back is never the last: @task is alive.
  */
 static struct kpatch_slot *notrace kpatch_gate_claim(struct kpatch_gate *g,
 						    struct task_struct *task,
@@ -3039,10 +2821,7 @@ static struct kpatch_slot *notrace kpatch_gate_claim(struct kpatch_gate *g,
 	return NULL;
 }
 
-/*
- * Queue the hold on slot @s's task, TWA_RESUME: no wake-up, no signal;
- * false if it is past its task work.
- */
+/* Queue the hold on slot @s's task: no wake-up; false if past task work. */
 static bool kpatch_gate_queue(struct kpatch_gate *g, struct kpatch_slot *s)
 {
 	s->queued = true;
@@ -3057,7 +2836,7 @@ static bool kpatch_gate_queue(struct kpatch_gate *g, struct kpatch_slot *s)
 	return false;
 }
 
-/* Queue the hold on the tasks caught since; acquire: kpatch_gate_claim(). */
+/* Queue the hold on the tasks caught since. */
 static __cold void kpatch_gate_sweep(struct kpatch_gate *g)
 {
 	struct kpatch_slot *s;
@@ -3084,10 +2863,7 @@ static __cold void kpatch_gate_on(struct kpatch_try *try)
 		WRITE_ONCE(try->sites[i]->target, KPATCH_TARGET_SLOW);
 }
 
-/*
- * A task the gate caught that is on a runqueue and not out yet: it may be
- * in the way at the next run, and is out soon.  A hint, read racily.
- */
+/* Is a task the gate caught on a runqueue, not out yet?  A racy hint. */
 static bool kpatch_gate_running(struct kpatch_gate *g)
 {
 	struct kpatch_slot *s;
@@ -3099,10 +2875,8 @@ static bool kpatch_gate_running(struct kpatch_gate *g)
 }
 
 /*
- * Wait until every task the round moved is out, and those the gate caught
- * that run (the callers of a hot function), sweeping the gate, for
- * KPATCH_MOVE_WAIT_MS at most: whether the writer was not killed (but for
- * @must).  TASK_IDLE steps, a fatal signal looked at between them.
+ * Wait, sweeping the gate, until the tasks moved and those caught that run
+ * are out, KPATCH_MOVE_WAIT_MS at most: whether the writer lives (@must).
  */
 static __cold bool kpatch_move_wait(struct kpatch_try *try)
 {
@@ -3127,17 +2901,11 @@ static __cold bool kpatch_move_wait(struct kpatch_try *try)
 }
 
 /*
- * The hold, where the task runs its task work: on its way back to user
- * space, or inside a call that runs it (io_uring's waits, a ptrace stop);
- * in do_exit() it only goes on.  It runs once more after the task work queued before it (a
- * deferred close, say), then is out: it tells the mover, and sleeps until
- * the try ends -- killable, not counted as load, not freezable (a lock may
- * be held).  It runs no old code after: the run that succeeds walks its
- * stack and finds it in the return path, no code the update changes (or in
- * the way, and moving stops: kpatch_move_one()); its call restarts in the
- * version then in effect.  kpatch cannot go meanwhile: the hold pins it to
- * its last statement, and kpatch_exit() waits with synchronize_rcu_tasks()
- * for a task in the instructions after that.
+ * The hold; in do_exit() it only goes on.  After the task work queued
+ * before it (a deferred close) it is out, and sleeps until the try ends:
+ * killable, no load, not freezable (a lock may be held).  No old code runs
+ * after (Documentation.txt, 3.7).  It pins kpatch to its last statement;
+ * kpatch_exit() waits with synchronize_rcu_tasks() for the rest.
  */
 static __cold void kpatch_hold_fn(struct callback_head *work)
 {
@@ -3158,10 +2926,7 @@ static __cold void kpatch_hold_fn(struct callback_head *work)
 	module_put(THIS_MODULE);	/* see above, on kpatch_exit() */
 }
 
-/*
- * The tasks @try holds go on: when it ends, or as soon as its run has
- * succeeded (no version can change under them any more).
- */
+/* @try's held tasks go on: at its end, or once its run has succeeded. */
 static __cold void kpatch_let_go(struct kpatch_try *try)
 {
 	if (try->movers && try->movers->gate) {
@@ -3193,7 +2958,7 @@ static __cold void kpatch_movers_free(struct kpatch_try *try)
 	try->movers = NULL;
 }
 
-/* A fake signal has run: it only woke the task.  Its bit before its reference. */
+/* A kick has run: it only woke the task.  Its bit before its reference. */
 static __cold void kpatch_kick_done(struct kpatch_slot *s, unsigned int i)
 {
 	struct kpatch_gate *g = s->gate;
@@ -3237,10 +3002,8 @@ static __cold int kpatch_disable(struct kpatch_patch *patch, bool must)
 }
 
 /*
- * Patch modules that registered a patch while loading: only they can go
- * with a patch enabled (their load failed), until their LIVE or GOING
- * notification.  Under a lock of its own: the notifier reads it without
- * waiting for kpatch_mutex.
+ * Patch modules that registered while loading, until LIVE or GOING: only
+ * they go with a patch enabled.  Own lock: read without kpatch_mutex.
  */
 struct kpatch_loading {
 	struct list_head list;
@@ -3351,11 +3114,7 @@ __cold int kpatch_register(struct kpatch_module *kpmod, bool replace)
 		if (ret)
 			kpmod->name = name;
 	}
-	/*
-	 * A loading module with no patch enabled goes without waiting for
-	 * kpatch_mutex (hooks run under it, and under the module notifiers'
-	 * lock it is taken: Documentation.txt, "The rules, all in one place").
-	 */
+	/* No patch: it goes without kpatch_mutex (Documentation.txt, 3.4). */
 	list_for_each_entry(patch, &kpatch_patches, list)
 		if (patch->kpmod->mod == kpmod->mod)
 			break;
@@ -3394,12 +3153,10 @@ __cold int kpatch_unregister(struct kpatch_module *kpmod)
 EXPORT_SYMBOL_GPL(kpatch_unregister);
 
 /*
- * A module is going away.  If it is the patch module of an enabled patch,
- * its load failed after it registered the patch; the kernel frees it right
- * after its GOING notifiers, so the patch must be out before this returns:
- * kpatch tries, moving tasks even if insmod was killed, until the stack
- * check lets it (Documentation.txt).  First (INT_MAX): the others tear the
- * module down.  Any other module goes without waiting for kpatch_mutex.
+ * A module is going away.  The patch module of an enabled patch failed its
+ * load and is freed after its GOING notifiers: the patch must be out first,
+ * tried until it is (Documentation.txt, 3.8).  First (INT_MAX): the others
+ * tear it down.  Any other module goes without waiting for kpatch_mutex.
  */
 static __cold int kpatch_module_going(struct notifier_block *nb,
 				      unsigned long action, void *data)
@@ -3447,9 +3204,7 @@ static __cold int kpatch_module_going(struct notifier_block *nb,
 static struct kobject *kpatch_root_kobj;
 struct kobject *kpatch_patches_kobj;
 EXPORT_SYMBOL_GPL(kpatch_patches_kobj);
-
 static struct dentry *kpatch_debugfs_dir;
-
 static int kpatch_run_command(char *cmd);
 static int kpatch_cmd_patch(char **tok, int ntok, bool replace);
 
@@ -3587,12 +3342,7 @@ static __cold void kpatch_sym_name(char *buf, unsigned long addr)
 			  mod ? ":" : "", sym);
 }
 
-/*
- * One line per patched function, oldest patch first:
- * NAME OLDSYM+0xSIZE OLDADDR NEWSYM+0xSIZE NEWADDR active|shadowed
- * and after a patch's functions one line per hook it has:
- * NAME HOOK SYM ADDR
- */
+/* The patches file (Documentation.txt, 1.2). */
 static __cold int kpatch_patches_show(struct seq_file *m, void *v)
 {
 	char old[KSYM_SYMBOL_LEN], new[KSYM_SYMBOL_LEN];
@@ -3703,7 +3453,6 @@ MODULE_LICENSE("GPL");
  */
 
 #ifdef KPATCH_TEST_HOOKS
-/* Test builds only (kpatch.h): kpatch_mutex held, but at KPATCH_TEST_REFILL. */
 static kpatch_test_hook_t kpatch_test_hook;
 
 static void kpatch_test_at(enum kpatch_test_point point)

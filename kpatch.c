@@ -284,16 +284,20 @@ static struct kpatch_entry *kpatch_top(struct kpatch_site *site)
  */
 
 /*
- * The state machine (Documentation.txt, 3.2): IDLE -> UPDATING -> SUCCESS
- * or FAILURE -> IDLE, for the slow path, which every call of a site an
- * update changes takes while it runs.  Only the stop_machine() callback
- * writes it; beside it run NMIs, other CPUs' stop_machine() loops, and the
- * stop and undo hooks.  A caller that finds UPDATING (set before the stack
- * check) moves it to FAILURE, naming its function; FAILURE skips entries
- * being added, SUCCESS those being taken out.  After stop_machine() the
- * writer returns to IDLE, waits with synchronize_rcu() for the callers
- * (NMIs) that read the state before, and only then clears entry->op and
- * frees what went out.
+ * The state machine (Documentation.txt, 3.2), for the slow path, which
+ * every call of a site an update changes takes while it runs:
+ *
+ *                     +---> SUCCESS ---+
+ *   IDLE ---> UPDATING                 +---> IDLE
+ *                     +---> FAILURE ---+
+ *
+ * Only the stop_machine() callback writes it; beside it run NMIs, other
+ * CPUs' stop_machine() loops, and the stop and undo hooks.  A caller that
+ * finds UPDATING (set before the stack check) moves it to FAILURE, naming
+ * its function; FAILURE skips entries being added, SUCCESS those being
+ * taken out.  After stop_machine() the writer returns to IDLE, waits with
+ * synchronize_rcu() for the callers (NMIs) that read the state before,
+ * and only then clears entry->op and frees what went out.
  */
 enum {
 	KPATCH_STATE_IDLE,
@@ -304,7 +308,7 @@ enum {
 
 static atomic_t kpatch_state = ATOMIC_INIT(KPATCH_STATE_IDLE);
 
-/* The call that moved UPDATING to FAILURE, for the log: in an NMI? a hook? */
+/* Which function moved UPDATING to FAILURE, and from an NMI or a hook: the log's. */
 static unsigned long kpatch_failed_ip;
 static bool kpatch_failed_nmi, kpatch_failed_hook;
 static int kpatch_hook_cpu = -1;
@@ -321,10 +325,7 @@ static int kpatch_state_finish(int state, unsigned long ip);
 static noinline void kpatch_redirect_slow(struct kpatch_site *site,
 					  struct ftrace_regs *fregs);
 
-/*
- * The handler of every site, which outlives it (kpatch_site_free()).  It
- * calls nothing traceable: no recursion check.
- */
+/* Each site's handler (kpatch_site_free()); traces nothing: no recursion. */
 static void notrace kpatch_ftrace_handler(unsigned long ip,
 					  unsigned long parent_ip,
 					  struct ftrace_ops *ops,
@@ -1929,6 +1930,8 @@ static int kpatch_update_cb(void *data)
  * The activeness safety check, from the callback (Documentation.txt, 3.5):
  * current, init_task, the tasks recorded or else every task (the list
  * changes under tasklist_lock, irqs off: not now), the exiting tasks.
+ * Other CPUs' idle tasks are parked in init_task's idle-loop chain;
+ * offline CPUs are not covered (Documentation.txt, 4).
  */
 static int kpatch_check_stacks(struct kpatch_try *try)
 {
@@ -2904,7 +2907,9 @@ static __cold bool kpatch_move_wait(struct kpatch_try *try)
  * The hold; in do_exit() it only goes on.  After the task work queued
  * before it (a deferred close) it is out, and sleeps until the try ends:
  * killable, no load, not freezable (a lock may be held).  No old code runs
- * after (Documentation.txt, 3.7).  It pins kpatch to its last statement;
+ * after: the run that succeeds finds it in the return path, or in the way
+ * (kpatch_stop_at()), and its call restarts in the version then in effect
+ * (Documentation.txt, 3.7).  It pins kpatch to its last statement;
  * kpatch_exit() waits with synchronize_rcu_tasks() for the rest.
  */
 static __cold void kpatch_hold_fn(struct callback_head *work)

@@ -3,7 +3,7 @@
 #
 # test-concurrency.sh - smoke test of patching a function that every CPU
 # is calling.  kpatch_test_stress runs one thread per CPU calling
-# kpatch_test_value_a() in a loop, while 100 patch/unpatch cycles of
+# kpatch_test_value_a() in a loop, while 50 patch/unpatch cycles of
 # kpatch_test_value_a -> kpatch_test_value_a_v1 run.  Every call must
 # return either the old value (1) or the new one (11), and both must be
 # seen.
@@ -11,7 +11,7 @@
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
 
-CYCLES=100
+CYCLES=50
 
 setup_modules kpatch kpatch_test_target kpatch_test_new kpatch_test_stress
 a=$(sym kpatch_test_value_a kpatch_test_target) || bail "setup: find kpatch_test_value_a"

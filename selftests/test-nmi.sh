@@ -42,7 +42,7 @@
 #    step a call of f and g from the shell must see the top patch, and the
 #    data must be in its version; no caller may ever see two generations;
 #    every update refused because an NMI ran must have run its undo hooks.
-#    KPATCH_NMI_CYCLES (default 100) cycles run, and then more, up to
+#    KPATCH_NMI_CYCLES (default 50) cycles run, and then more, up to
 #    KPATCH_NMI_MAX_CYCLES (default 1000), until the run has seen all it
 #    checks: NMIs inside stop_machine(), updates refused because of one
 #    (and rolled back), and, with stop kicks, an NMI's old function on
@@ -71,7 +71,7 @@ KPATCH_MODDIR=$KPATCH_HOOKS/test_modules
 # shellcheck source-path=SCRIPTDIR source=functions.sh
 . "${KPATCH_SELFTESTS:-$(dirname "$0")}/functions.sh"
 
-CYCLES=${KPATCH_NMI_CYCLES:-100}
+CYCLES=${KPATCH_NMI_CYCLES:-50}
 MAX_CYCLES=${KPATCH_NMI_MAX_CYCLES:-1000}
 STRADDLE=${KPATCH_NMI_STRADDLE:-1}
 STOP_KICK=${KPATCH_NMI_STOP_KICK:-10}

@@ -184,7 +184,10 @@ static void kpatch_test_at(enum kpatch_test_point point);
 #define KPATCH_CMD_MAX		4096
 #define kpatch_echo_len(word)	((int)strnlen(word, 32))
 
-/* Retries, kpatch_mutex held (Documentation.txt, 1.4); none after 60 s. */
+/*
+ * A refused update is retried, kpatch_mutex held (Documentation.txt, 1.4);
+ * no retry starts 60 s or more after the first try.
+ */
 #define KPATCH_RETRIES_MAX		100U
 #define KPATCH_RETRY_DELAY_MS_MAX	10000U
 #define KPATCH_RETRY_TOTAL_MS		60000U
@@ -244,11 +247,13 @@ static LIST_HEAD(kpatch_patches);
 
 /*
  * A site (Documentation.txt, 3.1): an ftrace call site, its own ftrace_ops,
- * its entries; @target as in the header's words.  It pins its function's
- * module and kpatch.  In kpatch_sites by ip, under kpatch_mutex; the
+ * its entries; @target: a new function, 0 (the old one runs), or
+ * KPATCH_TARGET_SLOW while an update changes the site or a gate is on.
+ * It pins its function's module and kpatch.  In kpatch_sites by ip, under kpatch_mutex; the
  * handler finds it as the container of its ftrace_ops.
  */
 #define KPATCH_TARGET_SLOW	1UL
+
 struct kpatch_site {
 	struct ftrace_ops ops;		/* filter: @ip */
 	unsigned long target;		/* see above */
@@ -291,13 +296,15 @@ static struct kpatch_entry *kpatch_top(struct kpatch_site *site)
  *   IDLE ---> UPDATING                 +---> IDLE
  *                     +---> FAILURE ---+
  *
- * Only the stop_machine() callback writes it; beside it run NMIs, other
- * CPUs' stop_machine() loops, and the stop and undo hooks.  A caller that
- * finds UPDATING (set before the stack check) moves it to FAILURE, naming
- * its function; FAILURE skips entries being added, SUCCESS those being
- * taken out.  After stop_machine() the writer returns to IDLE, waits with
- * synchronize_rcu() for the callers (NMIs) that read the state before,
- * and only then clears entry->op and frees what went out.
+ * The stop_machine() callback sets it, but for a caller's move from
+ * UPDATING to FAILURE; beside it run NMIs, the other CPUs' stop_machine()
+ * loops, and the stop and undo hooks on its own CPU.  A caller that finds
+ * UPDATING (set before the stack check) moves it to FAILURE, naming its
+ * function: a changed function ran during the update.  FAILURE: callers
+ * skip entries being added; SUCCESS: those being taken out.  After
+ * stop_machine() the writer returns to IDLE, waits with synchronize_rcu()
+ * for the callers (NMIs) that read the state before, and only then clears
+ * entry->op and frees what went out.
  */
 enum {
 	KPATCH_STATE_IDLE,
@@ -308,7 +315,11 @@ enum {
 
 static atomic_t kpatch_state = ATOMIC_INIT(KPATCH_STATE_IDLE);
 
-/* Which function moved UPDATING to FAILURE, and from an NMI or a hook: the log's. */
+/*
+ * The function whose call moved UPDATING to FAILURE, for the log: from an
+ * NMI, a stop or undo hook (on kpatch_hook_cpu), or else kpatch's own
+ * update path (a stopper's loop, the stack check), never patchable.
+ */
 static unsigned long kpatch_failed_ip;
 static bool kpatch_failed_nmi, kpatch_failed_hook;
 static int kpatch_hook_cpu = -1;
@@ -325,7 +336,12 @@ static int kpatch_state_finish(int state, unsigned long ip);
 static noinline void kpatch_redirect_slow(struct kpatch_site *site,
 					  struct ftrace_regs *fregs);
 
-/* Each site's handler (kpatch_site_free()); traces nothing: no recursion. */
+/*
+ * Each site's handler.  The site outlives every call in here:
+ * kpatch_site_free() frees it only once unregister_ftrace_function() has
+ * waited for the handler and trampoline.  It calls nothing traceable: no
+ * recursion check.
+ */
 static void notrace kpatch_ftrace_handler(unsigned long ip,
 					  unsigned long parent_ip,
 					  struct ftrace_ops *ops,
@@ -577,7 +593,8 @@ static struct kpatch_patch *kpatch_find_patch(const char *name)
 /*
  * @kpmod's patch, its functions and hooks checked and pinned with the patch
  * module and kpatch for every try (an address keeps naming its function).
- * @own: @kpmod is kpatch's, freed with it.  NULL and *@err on failure.
+ * @own: @kpmod is kpatch's, freed with it.  On failure NULL and *@err, and
+ * @kpmod stays the caller's.
  */
 static __cold struct kpatch_patch *
 kpatch_patch_new(struct kpatch_module *kpmod, bool own, int *err)
@@ -651,8 +668,9 @@ static __cold int kpatch_resolve_entry(struct kpatch_patch *patch, int i,
 
 /*
  * Check by kallsyms that @addr starts a function in vmlinux or module text,
- * of *@size bytes unless 0; its size, and in a module a pin in *@modp
- * (live, or @coming_ok).  A control file address is never read first.
+ * of *@size bytes unless 0; sets *@size and, in a module, pins it in *@modp
+ * (live, or @coming_ok).  An address from the control file is only looked
+ * up, never read, until accepted.
  */
 static __cold int kpatch_resolve(const char *patch, const char *what,
 				 unsigned long addr, unsigned long *size,
@@ -751,7 +769,8 @@ static bool kpatch_kernel_text(unsigned long addr)
  * Find loaded module @name and pin it; its kobject keeps struct module
  * alive until try_module_get() decides.  A module in its init may fail it
  * and be freed whatever its refcount: only @coming_ok (a patch module
- * registering its own patch) may be coming.  -EBUSY/-EINVAL set *@state.
+ * registering its own patch) may be coming.  Returns 0, -ENOENT, -EBUSY
+ * (coming) or -EINVAL (going), the last two with *@state.
  */
 static __cold int kpatch_get_module(const char *name, struct module *coming_ok,
 				    struct module **modp, enum module_state *state)
@@ -843,7 +862,8 @@ static __cold int kpatch_update(struct kpatch_request *req)
 
 /*
  * One try: prepare, run (again while it moves tasks), commit or undo.
- * noinline: inlined, GCC 12 adds 170 bytes: kpatch.ko over 40 KiB on 6.12.
+ * noinline: inlined into kpatch_update(), GCC 12 makes the two 170 bytes
+ * larger, and kpatch.ko over 40 KiB on 6.12.
  */
 static noinline __cold int kpatch_try_once(struct kpatch_try *try)
 {
@@ -958,8 +978,10 @@ static __cold int kpatch_collect(struct kpatch_try *try)
 }
 
 /*
- * A site for each entry @try adds (a new one: an ftrace update), each site
- * once in try->sites; on failure none made stays: errno, or -EAGAIN (why).
+ * Give each entry @try adds its function's site, or a new one (an ftrace
+ * update each); then put the sites of all its entries in try->sites, each
+ * once.  On failure no site made stays: the errno, or -EAGAIN (why in
+ * try->refused).
  */
 static __cold int kpatch_sites_get(struct kpatch_try *try)
 {
@@ -1027,7 +1049,10 @@ static struct kpatch_site *kpatch_site_new(struct kpatch_entry *e, int *err)
 		*err = -ENOENT;
 	*err = *err ?: register_ftrace_function(&site->ops);
 	if (*err) {
-		/* ftrace may have listed and unlisted it without a wait */
+		/*
+		 * ftrace may have put the ops on its list and taken it off
+		 * without waiting for the CPUs in its list function.
+		 */
 		kpatch_sync_preempt_off();
 		ftrace_free_filter(&site->ops);
 		kfree(site);
@@ -1069,8 +1094,9 @@ static int kpatch_cmp_ulong(const void *a, const void *b)
 /*
  * The code that must not run for @try (Documentation.txt, 3.5): for each
  * function whose visible version it changes, the code on top of its site
- * and the old function (a task preempted in the trampoline or handler
- * returns to its fentry), with pieces; kpatch_mutex keeps it valid.
+ * and the old function (a task preempted in the trampoline or handler has
+ * its fentry return address on its stack), with pieces; kpatch_mutex keeps
+ * it valid.
  */
 static int kpatch_build_ranges(struct kpatch_try *try)
 {
@@ -1147,11 +1173,13 @@ static int kpatch_add_range(struct kpatch_try *try, unsigned long start,
  *
  * What it adds: the compiler may move blocks of a function f into f.cold
  * and f.part.N, functions to kallsyms, that f jumps to: a task asleep in a
- * call from one runs f's code when it wakes.  So the stack check covers
+ * call from one has no return address in f, yet runs f's code when it
+ * wakes.  So the stack check covers
  * each symbol of f's text that a jump of f or of a piece P leads into,
  * named "F.cold*" (F = f or P), or "*.cold*" or "*.part.*" if the jump
- * lands on its first byte.  The scan does not decode: each byte offset is
- * tried as each jump opcode, INT3 (a kprobe's) included; a false jump only
+ * lands on its first byte.  The scan does not decode: a jump opcode at any
+ * byte offset is taken as a jump, and an INT3 (a kprobe's) as each of them;
+ * a false jump only
  * makes the check stricter; an optimized kprobe copies out no jump (x86
  * boosts none).  Not followed: vmlinux's static branches and fixups, and
  * indirect jumps (Documentation.txt, 3.7, "Pieces of a function").
@@ -1346,7 +1374,8 @@ static __cold void kpatch_add_whole(struct kpatch_try *try)
 /*
  * Is @addr in a module checked whole, and @task not a thread of it?  Its
  * threads end before it is freed: its exit's kthread_stop() waits for
- * exit_mm() in do_exit() (Documentation.txt, 3.7); not once PF_EXITING.
+ * exit_mm() in do_exit() (Documentation.txt, 3.7); an exiting one
+ * (PF_EXITING) is checked like any task.
  */
 static bool kpatch_in_whole(const struct kpatch_try *try,
 			    struct task_struct *task, unsigned long addr)
@@ -1471,7 +1500,8 @@ static void kpatch_cancel_hooks(struct kpatch_try *try)
 
 /*
  * From the callback: the stop hooks, or with @undo the undo hooks of the
- * first @n, last first; a failing stop hook has those before it undone.
+ * first @n, last first; a failing stop hook (it must have changed nothing)
+ * has those before it undone.
  * kpatch_hook_cpu tells a hook's call of a changed function from an NMI's.
  */
 static int kpatch_stop_hooks(struct kpatch_try *try, bool undo, unsigned int n)
@@ -1559,6 +1589,7 @@ static int kpatch_run(struct kpatch_try *try)
 	return ret;
 }
 
+/* Does @try's stack check look for any code? */
 static bool kpatch_checks(const struct kpatch_try *try)
 {
 	return try->nr_ranges || try->nr_whole;
@@ -1567,10 +1598,11 @@ static bool kpatch_checks(const struct kpatch_try *try)
 /* ------------------------------------------------------------------------
  * Layer: the pre-walk
  *
- * What it adds: the stack check of the tasks that do not run, before
- * stop_machine(), which then walks only those a sched_switch probe records
- * as run since (Documentation.txt, 3.5); with no record, or one that
- * overflowed, every task, as the seed's check does.  Price: about 140
+ * What it adds: the stack check, before stop_machine(), of the tasks that
+ * do not run; the callback then walks only those it could not walk and
+ * those a CPU switched to since, recorded by a sched_switch probe
+ * (Documentation.txt, 3.5).  Correctness never depends on it: with no
+ * record, or one that overflowed, every task, as the seed's check does.  Price: about 140
  * lines; per context switch while a run's record is armed, the probe: 40
  * instructions or so, and for a task not recorded yet a compare-and-swap,
  * an atomic increment the CPUs share and a task reference; per try a
@@ -1733,7 +1765,10 @@ static bool kpatch_blocked(struct task_struct *task, unsigned int *state)
 	       refcount_read(&task->stack_refcount);
 }
 
-/* Walk @task if kept from running, else record it; nonzero: in the way. */
+/*
+ * Walk @task if kept from running, else record it; nonzero: in the way and
+ * not to be moved (kpatch_stop_at()), and the pre-walk stops.
+ */
 static int kpatch_prewalk_task(struct task_struct *task,
 			       struct kpatch_try *try)
 {
@@ -1753,7 +1788,8 @@ static int kpatch_prewalk_task(struct task_struct *task,
 /*
  * The end of a run: the record disarmed, a grace period, what it recorded
  * dropped.  Callers that read a state other than IDLE may still look at
- * entry->op or an unlinked entry: only NMIs, RCU readers like the probe.
+ * entry->op or an unlinked entry: only NMIs can (stop_machine() excluded
+ * the rest), RCU readers like the probe.
  */
 static __cold void kpatch_forget(struct kpatch_try *try)
 {
@@ -1769,11 +1805,12 @@ static __cold void kpatch_forget(struct kpatch_try *try)
 }
 
 /*
- * The try ends.  A probe may still run: the record goes after a grace
- * period; kpatch_exit() waits for the probe's code.  After the sites'
- * release: this wakes kthreads as its grace periods end, and a task
- * runnable when unregister_ftrace_function()'s RCU-tasks wait looks is
- * looked at again HZ/10 later (6.12: 126 of 523 ms, unpatch, 100,000 tasks).
+ * The try ends.  A probe may still run: the record is freed after a grace
+ * period, and kpatch_exit() waits for the probe's code.  Called once the
+ * sites are released: this wakes kthreads as its grace periods end, and a
+ * task runnable when the RCU-tasks wait of unregister_ftrace_function()
+ * looks at it is looked at again only HZ/10 later (6.12: 126 of 523 ms of
+ * an unpatch at 100,000 tasks).
  */
 static __cold void kpatch_record_stop(struct kpatch_try *try)
 {
@@ -1863,8 +1900,9 @@ static void kpatch_set_op(struct kpatch_try *try, bool running)
 }
 
 /*
- * The stop_machine() callback: the only place where entries change, and
- * where sites change target during an update (callers: kpatch_state).
+ * The stop_machine() callback, interrupts off on every CPU: the only place
+ * where entries change, and where sites change target during an update;
+ * who may still call a changed function meanwhile: see kpatch_state.
  *
  * Why a caller never mixes versions, though the fast path looks at no
  * state: only the sites of @try change version, and the callback
@@ -1903,19 +1941,23 @@ static int kpatch_update_cb(void *data)
 		return 0;
 	}
 	kpatch_test_at(KPATCH_TEST_ENTER);
+
 	/*
-	 * Step 1.  The rendezvous ordered entry->op before these stores, the
-	 * marks go before the state (the release), and no entry changes
-	 * before step 2 has seen every other CPU answer after reading
-	 * UPDATING: no barrier between the state and the entries.
+	 * Step 1.  entry->op, written before stop_machine(), is ordered before
+	 * these stores by its rendezvous; the marks go before the state (the
+	 * release), and no entry changes before step 2 has seen every other
+	 * CPU answer after reading UPDATING: no barrier between the state and
+	 * the entries.
 	 */
 	for (i = 0; i < try->nr_sites; i++)
 		WRITE_ONCE(try->sites[i]->target, KPATCH_TARGET_SLOW);
 	atomic_set_release(&kpatch_state, KPATCH_STATE_UPDATING);
+
 	/* Step 2.  The acquire pairs with the other CPUs' answers. */
 	while (atomic_read_acquire(&try->cpus_seen) < num_online_cpus() - 1)
 		cpu_relax();
 	kpatch_test_at(KPATCH_TEST_UPDATING);
+
 	if (kpatch_check_stacks(try)) {
 		kpatch_state_finish(KPATCH_STATE_FAILURE, 0);
 		ret = -EBUSY;
@@ -1989,10 +2031,11 @@ static int kpatch_check_task(struct kpatch_try *try, struct task_struct *task)
  * from sched_process_exit to sched_process_free, and of those exiting at
  * load, which the callback walks (Documentation.txt, 3.7).  Under
  * kpatch_exiting_lock, a raw spinlock taken with interrupts off (the
- * probes and the callback may not sleep, on PREEMPT_RT either), never held
- * inside stop_machine().  A work item refills the records' free list (the
- * exit probe allocates at a burst, not on PREEMPT_RT); a task that finds
- * none has every later stack-checked update refused.
+ * probes and the callback may not sleep, on PREEMPT_RT either): so no CPU
+ * that stop_machine() stopped holds it when the callback takes it.  A
+ * work item refills the records' free list (the exit probe allocates at a
+ * burst, not on PREEMPT_RT); a task that finds none has every later
+ * stack-checked update refused.
  * Without it: a task in an exit handler that an update changes goes
  * unchecked.  Price: about 200 lines, 64 records (512 on PREEMPT_RT); per
  * exit of a task two probes.
@@ -2154,7 +2197,7 @@ static struct kpatch_tp {
 
 #define KPATCH_TPS_END	(kpatch_tps + ARRAY_SIZE(kpatch_tps))
 
-/* Never called: the compiler checks each probe's type (found by name). */
+/* Never called: type-checks each probe (its tracepoint is found by name). */
 static inline void __maybe_unused kpatch_probe_types(void)
 {
 	register_trace_sched_switch(kpatch_switch_probe, NULL);
@@ -2493,11 +2536,11 @@ static const char *kpatch_req_name(const struct kpatch_request *req)
  * What it adds: an update takes effect only when no task is in the code it
  * changes, which a task asleep there never allows, nor, preemptible, a hot
  * function.  A run that finds user tasks in its way queues its hold on
- * each (TWA_RESUME) and kicks one asleep there (TWA_SIGNAL); turns the
- * gate on, whose slow path claims each user task that calls the try's
- * functions, to hold it too; waits until they are held at their return to
- * user space, and runs again.  They go on when the try ends
- * (Documentation.txt, 3.6).  Without it (move=N): a try refused by a
+ * each it can move (TWA_RESUME), kicks one asleep interruptibly there
+ * (TWA_SIGNAL); turns the gate on, whose slow path claims each user task
+ * that calls the try's functions, to hold it too; waits until they are
+ * held at their return to user space, and runs again.  They go on when
+ * the try ends (Documentation.txt, 3.6).  Without it (move=N): a try refused by a
  * sleeping or preempted task fails once the retries are spent.  Price:
  * about 350 lines; nothing per call but while a gate is on; per try the
  * list of the tasks in the way, and a gate if it moves any.
@@ -2547,7 +2590,10 @@ struct kpatch_blocker {
 	struct kpatch_slot *slot;
 };
 
-/* A try's tasks in the way (@seen: listed or not), gate, rounds; mutex. */
+/*
+ * A try's tasks in the way (last run; @seen: listed or not), its gate, its
+ * rounds; under kpatch_mutex.
+ */
 struct kpatch_movers {
 	unsigned int nr, max, seen, rounds;
 	bool stuck;			/* a task in the way cannot be moved */
@@ -2575,8 +2621,9 @@ static void kpatch_gate_put(struct kpatch_gate *g);
 
 /*
  * The movers of @try, for @max tasks in the way (0: the record's size):
- * before its first run, and, kept, when its first round found more; never
- * while a task is held, which reclaim may wait for (a FUSE server).
+ * before its first run, and again, keeping what they hold, when the first
+ * run found more; never while a task is held, which reclaim may wait for
+ * (a FUSE server).  None if it may not move tasks, or no memory.
  */
 static __cold void kpatch_movers_new(struct kpatch_try *try, unsigned int max)
 {
@@ -2653,8 +2700,9 @@ static __cold int kpatch_listed(struct kpatch_try *try)
 
 /*
  * Run of @try refused with @ret: move the tasks listed out, say whom, turn
- * the gate on, wait, drop them.  Whether to run again: each moved, rounds
- * left, and the writer not killed (its write changes nothing), or @must.
+ * the gate on, wait, drop them.  Whether to run again: each was moved,
+ * rounds are left, and the writer was not killed (its write then changes
+ * nothing) unless @must.
  */
 static __cold bool kpatch_move_out(struct kpatch_try *try, int ret)
 {
@@ -2780,7 +2828,7 @@ static __cold int kpatch_move_one(struct kpatch_try *try, struct kpatch_blocker 
 	return ret;
 }
 
-/* From the slow path: claim a slot for current; preemption keeps @g alive. */
+/* From the slow path, preemption off (which keeps @g alive): claim current. */
 static noinline void notrace kpatch_gate_pass(struct kpatch_gate *g)
 {
 	struct task_struct *task = current;
@@ -2879,7 +2927,8 @@ static bool kpatch_gate_running(struct kpatch_gate *g)
 
 /*
  * Wait, sweeping the gate, until the tasks moved and those caught that run
- * are out, KPATCH_MOVE_WAIT_MS at most: whether the writer lives (@must).
+ * are out, KPATCH_MOVE_WAIT_MS at most; false if the writer was killed
+ * (never with @must).
  */
 static __cold bool kpatch_move_wait(struct kpatch_try *try)
 {
@@ -2904,13 +2953,14 @@ static __cold bool kpatch_move_wait(struct kpatch_try *try)
 }
 
 /*
- * The hold; in do_exit() it only goes on.  After the task work queued
- * before it (a deferred close) it is out, and sleeps until the try ends:
- * killable, no load, not freezable (a lock may be held).  No old code runs
- * after: the run that succeeds finds it in the return path, or in the way
- * (kpatch_stop_at()), and its call restarts in the version then in effect
- * (Documentation.txt, 3.7).  It pins kpatch to its last statement;
- * kpatch_exit() waits with synchronize_rcu_tasks() for the rest.
+ * The hold; in do_exit() it only goes on.  It queues itself once more, to
+ * run after the task work queued before it (a deferred close); then it is
+ * out, and sleeps until the try ends: killable, no load, not freezable (a
+ * lock may be held).  No old code runs after: the run that succeeds finds
+ * it in the return path (found in the way, moving stops: kpatch_stop_at()),
+ * and its call restarts in the version then in effect (Documentation.txt,
+ * 3.7).  It pins kpatch until its last statement; kpatch_exit() waits with
+ * synchronize_rcu_tasks() for a task still in the instructions after it.
  */
 static __cold void kpatch_hold_fn(struct callback_head *work)
 {
@@ -3007,8 +3057,9 @@ static __cold int kpatch_disable(struct kpatch_patch *patch, bool must)
 }
 
 /*
- * Patch modules that registered while loading, until LIVE or GOING: only
- * they go with a patch enabled.  Own lock: read without kpatch_mutex.
+ * Patch modules that registered a patch while loading, until their LIVE
+ * or GOING notification: only they can go with a patch enabled (a failed
+ * load).  Own lock: the notifier reads it without waiting for kpatch_mutex.
  */
 struct kpatch_loading {
 	struct list_head list;
@@ -3119,7 +3170,11 @@ __cold int kpatch_register(struct kpatch_module *kpmod, bool replace)
 		if (ret)
 			kpmod->name = name;
 	}
-	/* No patch: it goes without kpatch_mutex (Documentation.txt, 3.4). */
+	/*
+	 * A loading module left with no patch enabled is taken off the list:
+	 * its GOING notifier, run under the module notifiers' lock, then does
+	 * not take kpatch_mutex, which hooks hold (Documentation.txt, 3.4).
+	 */
 	list_for_each_entry(patch, &kpatch_patches, list)
 		if (patch->kpmod->mod == kpmod->mod)
 			break;
